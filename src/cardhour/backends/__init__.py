@@ -1,0 +1,1 @@
+"""Compute backends: a small base class, one package per kind of fleet."""

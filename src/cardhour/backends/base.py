@@ -1,0 +1,67 @@
+"""The backend contract. Reconcilers call these outside any transaction.
+
+Every call is idempotent by the deterministic `external_name` (`ch-<instance>-<attempt>`):
+`launch` of a name that exists does nothing; `terminate` of a name that is gone returns silently.
+Backends raise only the typed signals below.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from cardhour.core.topology import NodeSpec
+
+
+class BackendError(Exception):
+    """The backend could not be reached or refused the call; retry later."""
+
+
+class ProvisioningFailed(BackendError):
+    """The workload cannot come up; the instance fails."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    external_name: str
+    gpu_model: str
+    gpu_count: int
+    gpus_by_node: dict[str, list[int]]
+    image: str
+    ssh_key: str | None
+
+
+class MachineState(StrEnum):
+    PROVISIONING = "provisioning"
+    RUNNING = "running"
+    FAILED = "failed"
+    GONE = "gone"
+
+
+@dataclass(frozen=True)
+class PollResult:
+    state: MachineState
+    connection: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+
+class Backend(ABC):
+    name: str
+
+    @abstractmethod
+    def sync_inventory(self) -> list[NodeSpec]:
+        """The nodes this backend can place on, as they are now."""
+
+    @abstractmethod
+    def launch(self, spec: LaunchSpec) -> None:
+        """Start bringing up `spec`; returns at once. A name already launched is left as it is."""
+
+    @abstractmethod
+    def poll(self, external_name: str) -> PollResult:
+        """Where the workload stands; `GONE` if the backend has nothing of that name."""
+
+    @abstractmethod
+    def terminate(self, external_name: str) -> None:
+        """Release everything of that name. Silent if it does not exist."""

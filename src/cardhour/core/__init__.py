@@ -1,0 +1,1 @@
+"""Pure value objects and rules: money, GPUs, topology, states, errors. No I/O."""

@@ -1,0 +1,220 @@
+"""The declarative catalog: GPU models, data centres, nodes, price book, images.
+
+`CatalogFile` is the validated schema of the fleet YAML; `Catalog` is what the rest of the code
+uses. Parsing YAML text is the caller's job (see `cardhour.settings.load_catalog`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from cardhour.core.errors import InvalidInput, NotFound
+from cardhour.core.gpus import GpuModel, resolve_model
+from cardhour.core.money import Money
+from cardhour.core.topology import DataCentre, NodeSpec
+
+HOURS_PER_MONTH = 720  # the monthly plan is 30 days
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuModelFile(_Strict):
+    id: str
+    name: str
+    bf16_tflops: Decimal
+    memory_gb: int = Field(gt=0)
+    in_node_link: str
+    in_node_gbps: int = Field(gt=0)
+    nvlink: bool
+    aliases: list[str] = []
+
+
+class NodeGroupFile(_Strict):
+    """`count` identical nodes named `<prefix>-NN`, `nodes_per_leaf` of them under each IB leaf."""
+
+    prefix: str
+    count: int = Field(gt=0, le=10_000)
+    gpu_model: str
+    gpus_per_node: int = Field(gt=0, le=16)
+    cpus: int = Field(gt=0)
+    memory_gb: int = Field(gt=0)
+    ib_rails: int = Field(default=0, ge=0)
+    ib_gbps_per_rail: int = Field(default=0, ge=0)
+    nodes_per_leaf: int = Field(default=0, ge=0)
+    leaves_per_spine: int = Field(default=8, gt=0)
+
+    @model_validator(mode="after")
+    def _ib_consistent(self) -> NodeGroupFile:
+        if self.ib_rails and not self.nodes_per_leaf:
+            raise ValueError(f"{self.prefix}: nodes with InfiniBand need nodes_per_leaf")
+        return self
+
+
+class DataCentreFile(_Strict):
+    id: str
+    name: str
+    ownership: str = Field(pattern="^(owned|partner)$")
+    region: str
+    node_groups: list[NodeGroupFile]
+
+
+class PriceFile(_Strict):
+    gpu_model: str
+    data_centre: str | None = None  # None: every data centre
+    on_demand: str  # CNY per card-hour, decimal string
+
+    @field_validator("on_demand")
+    @classmethod
+    def _money(cls, value: str) -> str:
+        if Money.parse(value).micros <= 0:
+            raise ValueError("price must be positive")
+        return value
+
+
+class ImageFile(_Strict):
+    id: str
+    name: str
+    description: str = ""
+    versions: dict[str, str] = {}
+
+
+class CatalogFile(_Strict):
+    currency: str = "CNY"
+    monthly_discount_percent: int = Field(default=35, ge=0, lt=100)
+    gpu_models: list[GpuModelFile]
+    data_centres: list[DataCentreFile]
+    prices: list[PriceFile]
+    images: list[ImageFile]
+
+    @model_validator(mode="after")
+    def _references(self) -> CatalogFile:
+        models = {m.id for m in self.gpu_models}
+        dcs = {d.id for d in self.data_centres}
+        for dc in self.data_centres:
+            for group in dc.node_groups:
+                if group.gpu_model not in models:
+                    raise ValueError(
+                        f"node group {group.prefix}: unknown gpu_model {group.gpu_model}"
+                    )
+        for price in self.prices:
+            if price.gpu_model not in models:
+                raise ValueError(f"price: unknown gpu_model {price.gpu_model}")
+            if price.data_centre is not None and price.data_centre not in dcs:
+                raise ValueError(f"price: unknown data_centre {price.data_centre}")
+        if not self.images:
+            raise ValueError("the image catalog is empty")
+        return self
+
+
+@dataclass(frozen=True)
+class Image:
+    id: str
+    name: str
+    description: str
+    versions: dict[str, str]
+
+
+@dataclass(frozen=True)
+class PriceBook:
+    """On-demand prices per card-hour by (model, data centre); the monthly plan is a discount."""
+
+    entries: dict[tuple[str, str | None], Money]
+    monthly_discount_percent: int
+
+    def on_demand(self, gpu_model: str, data_centre: str) -> Money:
+        price = self.entries.get((gpu_model, data_centre)) or self.entries.get((gpu_model, None))
+        if price is None:
+            raise NotFound(f"no price for {gpu_model} in {data_centre}")
+        return price
+
+    def monthly(self, gpu_model: str, data_centre: str) -> Money:
+        """Per card-hour on the monthly plan."""
+        return self.on_demand(gpu_model, data_centre).percent_off(self.monthly_discount_percent)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    currency: str
+    gpu_models: list[GpuModel]
+    data_centres: list[DataCentre]
+    nodes: list[NodeSpec]
+    prices: PriceBook
+    images: list[Image] = field(default_factory=list)
+
+    def model(self, query: str) -> GpuModel:
+        return resolve_model(self.gpu_models, query)
+
+    def model_by_id(self, model_id: str) -> GpuModel:
+        return next(m for m in self.gpu_models if m.id == model_id)
+
+    def image(self, image_id: str | None) -> Image:
+        if image_id is None:
+            return self.images[0]
+        for image in self.images:
+            if image.id == image_id:
+                return image
+        known = ", ".join(i.id for i in self.images)
+        raise InvalidInput(f"unknown image {image_id!r}; available: {known}")
+
+    def data_centre(self, dc_id: str) -> DataCentre:
+        return next(d for d in self.data_centres if d.id == dc_id)
+
+    @classmethod
+    def from_file(cls, spec: CatalogFile) -> Catalog:
+        models = [
+            GpuModel(
+                id=m.id,
+                name=m.name,
+                bf16_tflops=m.bf16_tflops,
+                memory_gb=m.memory_gb,
+                in_node_link=m.in_node_link,
+                in_node_gbps=m.in_node_gbps,
+                nvlink=m.nvlink,
+                aliases=tuple(m.aliases),
+            )
+            for m in spec.gpu_models
+        ]
+        dcs = [DataCentre(d.id, d.name, d.ownership, d.region) for d in spec.data_centres]
+        nodes = [node for d in spec.data_centres for g in d.node_groups for node in _expand(d, g)]
+        ids = [n.id for n in nodes]
+        if len(ids) != len(set(ids)):
+            raise InvalidInput("node ids in the fleet file are not unique")
+        prices = PriceBook(
+            {
+                (p.gpu_model, p.data_centre): Money.parse(p.on_demand, spec.currency)
+                for p in spec.prices
+            },
+            spec.monthly_discount_percent,
+        )
+        images = [Image(i.id, i.name, i.description, dict(i.versions)) for i in spec.images]
+        return cls(spec.currency, models, dcs, nodes, prices, images)
+
+
+def _expand(dc: DataCentreFile, group: NodeGroupFile) -> list[NodeSpec]:
+    nodes = []
+    for i in range(group.count):
+        leaf = spine = None
+        if group.ib_rails:
+            leaf_no = i // group.nodes_per_leaf
+            leaf = f"{dc.id}-{group.prefix}-leaf{leaf_no + 1}"
+            spine = f"{dc.id}-{group.prefix}-spine{leaf_no // group.leaves_per_spine + 1}"
+        nodes.append(
+            NodeSpec(
+                id=f"{dc.id}-{group.prefix}-{i + 1:02d}",
+                data_centre=dc.id,
+                gpu_model=group.gpu_model,
+                gpu_count=group.gpus_per_node,
+                cpus=group.cpus,
+                memory_gb=group.memory_gb,
+                ib_leaf=leaf,
+                ib_spine=spine,
+                ib_rails=group.ib_rails,
+                ib_gbps_per_rail=group.ib_gbps_per_rail,
+            )
+        )
+    return nodes

@@ -1,0 +1,57 @@
+"""One exception tree with stable codes; the API maps them to HTTP, the CLI to exit code 2."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CardhourError(Exception):
+    """Base of every expected error. `code` is stable; `message` is for people."""
+
+    code = "error"
+    http_status = 400
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidInput(CardhourError):
+    code = "invalid_input"
+    http_status = 422
+
+
+class NotFound(CardhourError):
+    code = "not_found"
+    http_status = 404
+
+
+class Unauthorized(CardhourError):
+    code = "unauthorized"
+    http_status = 401
+
+
+class Forbidden(CardhourError):
+    code = "forbidden"
+    http_status = 403
+
+
+class Conflict(CardhourError):
+    code = "conflict"
+    http_status = 409
+
+
+class InsufficientBalance(CardhourError):
+    code = "insufficient_balance"
+    http_status = 402
+
+
+class NoCapacity(CardhourError):
+    code = "no_capacity"
+    http_status = 409
+
+
+class InvalidTransition(CardhourError):
+    code = "invalid_transition"
+    http_status = 409

@@ -1,0 +1,51 @@
+"""Instance lifecycle: the states and the only transitions allowed between them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class InstanceStatus(StrEnum):
+    PENDING = "pending"  # recorded, waiting for the scheduler
+    PROVISIONING = "provisioning"  # GPUs allocated, backend bringing it up
+    RUNNING = "running"  # billed from here
+    STOPPING = "stopping"  # billing stopped, backend releasing
+    STOPPED = "stopped"  # no GPUs held, costs nothing
+    TERMINATED = "terminated"  # final
+    FAILED = "failed"  # the backend could not bring it up; GPUs released
+
+
+class Plan(StrEnum):
+    ON_DEMAND = "on_demand"
+    MONTHLY = "monthly"
+
+
+ALLOWED_TRANSITIONS: dict[InstanceStatus, frozenset[InstanceStatus]] = {
+    InstanceStatus.PENDING: frozenset(
+        {
+            InstanceStatus.PROVISIONING,
+            InstanceStatus.STOPPED,
+            InstanceStatus.TERMINATED,
+            InstanceStatus.FAILED,
+        }
+    ),
+    InstanceStatus.PROVISIONING: frozenset(
+        {InstanceStatus.RUNNING, InstanceStatus.STOPPING, InstanceStatus.FAILED}
+    ),
+    InstanceStatus.RUNNING: frozenset({InstanceStatus.STOPPING, InstanceStatus.FAILED}),
+    InstanceStatus.STOPPING: frozenset({InstanceStatus.STOPPED, InstanceStatus.TERMINATED}),
+    InstanceStatus.STOPPED: frozenset({InstanceStatus.PENDING, InstanceStatus.TERMINATED}),
+    InstanceStatus.FAILED: frozenset({InstanceStatus.TERMINATED}),
+    InstanceStatus.TERMINATED: frozenset(),
+}
+
+#: States in which the instance holds GPUs on a node.
+HOLDS_GPUS = frozenset(
+    {InstanceStatus.PROVISIONING, InstanceStatus.RUNNING, InstanceStatus.STOPPING}
+)
+#: States a user sees as "still there" (not terminated).
+ACTIVE = frozenset(set(InstanceStatus) - {InstanceStatus.TERMINATED})
+
+
+def can_transition(current: InstanceStatus, new: InstanceStatus) -> bool:
+    return new in ALLOWED_TRANSITIONS[current]

@@ -1,0 +1,1 @@
+"""SQLAlchemy rows, engine, unit of work, locking helpers and migrations."""

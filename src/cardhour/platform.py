@@ -1,0 +1,136 @@
+"""The composition root: settings → database, catalog, backend, policy, reconcilers.
+
+`cardhour up` builds one and runs the reconcilers on threads next to the web server; tests build
+one with a `ManualClock` and call `reconcile()` to converge deterministically.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from cardhour.backends.base import Backend
+from cardhour.backends.sim import SimBackend
+from cardhour.core.clock import Clock, SystemClock
+from cardhour.core.errors import InvalidInput
+from cardhour.core.money import Money
+from cardhour.db.engine import make_engine, make_sessionmaker, transaction
+from cardhour.db.migrate import upgrade
+from cardhour.reconcilers.base import Reconciler
+from cardhour.reconcilers.inventory import InventoryReconciler
+from cardhour.reconcilers.metering import MeteringReconciler
+from cardhour.reconcilers.provisioning import ProvisioningReconciler
+from cardhour.reconcilers.scheduling import SchedulingReconciler
+from cardhour.scheduler import Policy, SimplePolicy
+from cardhour.services import accounts, ledger
+from cardhour.settings import Settings, load_catalog
+
+log = logging.getLogger("cardhour")
+
+
+class Platform:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock | None = None,
+        backend: Backend | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.catalog = load_catalog(settings.fleet_file)
+        self.trial_credit = Money.parse(settings.trial_credit, self.catalog.currency)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.engine = make_engine(settings.resolved_database_url())
+        upgrade(self.engine)
+        self.sessions: sessionmaker[Session] = make_sessionmaker(self.engine)
+        self.backend = backend or self._make_backend()
+        self.policy = policy or SimplePolicy()
+        lease = settings.reconcilers.lease_seconds
+        self.inventory = InventoryReconciler(self.sessions, self.clock, self.backend)
+        self.scheduler = SchedulingReconciler(self.sessions, self.clock, self.catalog, self.policy)
+        self.provisioner = ProvisioningReconciler(self.sessions, self.clock, self.backend, lease)
+        self.meter = MeteringReconciler(
+            self.sessions, self.clock, settings.reconcilers.autostop_margin_seconds
+        )
+        self.reconcilers: list[Reconciler] = [
+            self.inventory,
+            self.scheduler,
+            self.provisioner,
+            self.meter,
+        ]
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        with transaction(self.sessions) as session:
+            ledger.ensure_platform_accounts(session, self.catalog.currency)
+        self.inventory.step()
+
+    def _make_backend(self) -> Backend:
+        if self.settings.backend != "sim":
+            raise InvalidInput(f"unknown backend {self.settings.backend!r}; available: sim")
+        sim = self.settings.sim
+        return SimBackend(
+            self.catalog,
+            self.clock,
+            sim.provision_seconds,
+            sim.fail_rate,
+            state_file=self.settings.data_dir / "sim-state.json",
+        )
+
+    def bootstrap_admin(self) -> tuple[str, str | None]:
+        """Create the admin on first start. Returns (email, password or None if it existed).
+
+        The password comes from CARDHOUR_ADMIN_PASSWORD or is generated and kept in
+        `<data_dir>/admin-password` (mode 0600) so `cardhour up` can print it again.
+        """
+        email = self.settings.admin_email
+        path: Path = self.settings.data_dir / "admin-password"
+        password = os.environ.get("CARDHOUR_ADMIN_PASSWORD")
+        if password is None and path.exists():
+            password = path.read_text().strip()
+        if password is None:
+            password = secrets.token_urlsafe(12)
+            path.write_text(password + "\n")
+            path.chmod(0o600)
+        with transaction(self.sessions) as session:
+            accounts.ensure_admin(session, email, password, self.clock.now(), self.trial_credit)
+        return email, password
+
+    def wake(self) -> None:
+        """Nudge the reconcilers after new intent was committed."""
+        for reconciler in self.reconcilers:
+            reconciler.wake()
+
+    def reconcile(self, rounds: int = 3) -> None:
+        """Run every reconciler until nothing changes (tests and one-shot tools)."""
+        for _ in range(rounds):
+            busy = False
+            for reconciler in self.reconcilers:
+                busy |= reconciler.step()
+            if not busy:
+                return
+
+    def start(self) -> None:
+        interval = self.settings.reconcilers.interval_seconds
+        for reconciler in self.reconcilers:
+            thread = threading.Thread(
+                target=reconciler.run,
+                args=(self._stop, interval),
+                name=reconciler.name,
+                daemon=True,
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._threads.clear()
+        self.engine.dispose()

@@ -1,0 +1,1 @@
+"""Background loops that converge the world to the recorded intent."""

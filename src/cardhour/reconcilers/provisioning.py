@@ -1,0 +1,79 @@
+"""Drives the backend for instances in `provisioning` and `stopping`.
+
+claim (transaction) → backend calls (no transaction) → apply if the lease token still matches.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from cardhour.backends.base import Backend, BackendError, LaunchSpec, MachineState
+from cardhour.core.clock import Clock
+from cardhour.db.engine import transaction
+from cardhour.reconcilers.base import Reconciler
+from cardhour.services import provisioning
+from cardhour.services.provisioning import Claim
+
+log = logging.getLogger("cardhour.reconcilers.provisioning")
+
+
+class ProvisioningReconciler(Reconciler):
+    name = "provisioning"
+
+    def __init__(
+        self, sessions: sessionmaker[Session], clock: Clock, backend: Backend, lease_seconds: int
+    ) -> None:
+        super().__init__(sessions, clock)
+        self.backend = backend
+        self.lease_seconds = lease_seconds
+
+    def step(self) -> bool:
+        with transaction(self.sessions) as session:
+            claims = provisioning.claim(session, self.clock.now(), self.lease_seconds)
+        changed = False
+        for claim in claims:
+            try:
+                changed |= self._work(claim)
+            except BackendError as exc:
+                log.warning("backend error on %s: %s", claim.external_name, exc)
+                self._release(claim)
+        return changed
+
+    def _work(self, claim: Claim) -> bool:
+        assert claim.external_name is not None
+        if claim.status == "stopping":
+            self.backend.terminate(claim.external_name)
+            if self.backend.poll(claim.external_name).state != MachineState.GONE:
+                self._release(claim)
+                return False
+            with transaction(self.sessions) as session:
+                return provisioning.apply_released(session, claim, self.clock.now())
+        self.backend.launch(
+            LaunchSpec(
+                claim.external_name,
+                claim.gpu_model,
+                claim.gpu_count,
+                claim.gpus_by_node,
+                claim.image,
+                claim.ssh_key,
+            )
+        )
+        polled = self.backend.poll(claim.external_name)
+        if polled.state == MachineState.RUNNING:
+            with transaction(self.sessions) as session:
+                return provisioning.apply_running(
+                    session, claim, polled.connection, self.clock.now()
+                )
+        if polled.state in (MachineState.FAILED, MachineState.GONE):
+            self.backend.terminate(claim.external_name)
+            with transaction(self.sessions) as session:
+                message = polled.message or "the backend lost the machine"
+                return provisioning.apply_failed(session, claim, message, self.clock.now())
+        self._release(claim)
+        return False
+
+    def _release(self, claim: Claim) -> None:
+        with transaction(self.sessions) as session:
+            provisioning.release_lease(session, claim)

@@ -1,0 +1,134 @@
+"""Sign-up, sign-in, API keys and console sessions, roles."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from cardhour.core.clock import as_utc
+from cardhour.core.errors import Conflict, Forbidden, InvalidInput, Unauthorized
+from cardhour.core.money import Money
+from cardhour.db.models import ApiKeyRow, UserRow
+from cardhour.services import ledger
+from cardhour.services.ids import hash_secret, new_id, new_secret
+from cardhour.store import users as store
+
+_hasher = PasswordHasher()
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+MIN_PASSWORD = 8
+SESSION_LIFETIME = timedelta(days=7)
+ROLES = ("user", "admin")
+
+
+@dataclass(frozen=True)
+class NewKey:
+    """A freshly created secret: the only moment its plain text exists."""
+
+    row: ApiKeyRow
+    secret: str
+
+
+def validate_credentials(email: str, password: str) -> str:
+    email = (email or "").strip()
+    if not _EMAIL.match(email) or len(email) > 320:
+        raise InvalidInput(f"not a valid email address: {email!r}")
+    if len(password or "") < MIN_PASSWORD:
+        raise InvalidInput(f"password must be at least {MIN_PASSWORD} characters")
+    return email.lower()
+
+
+def sign_up(
+    session: Session,
+    email: str,
+    password: str,
+    now: datetime,
+    trial_credit: Money,
+    role: str = "user",
+) -> UserRow:
+    """Create the user and grant the trial credit exactly once (ledger id `trial:<user>`)."""
+    email = validate_credentials(email, password)
+    if role not in ROLES:
+        raise InvalidInput(f"unknown role {role!r}")
+    if store.get_user_by_email(session, email):
+        raise Conflict(f"an account for {email} already exists", field="email")
+    user = UserRow(
+        id=new_id(), email=email, password_hash=_hasher.hash(password), role=role, created_at=now
+    )
+    try:
+        with session.begin_nested():
+            store.add_user(session, user)
+    except IntegrityError as exc:  # a concurrent sign-up with the same email won the race
+        raise Conflict(f"an account for {email} already exists", field="email") from exc
+    ledger.open_user_accounts(session, user.id, trial_credit.currency)
+    if trial_credit.micros > 0:
+        ledger.grant_trial_credit(session, user.id, trial_credit, now)
+    return user
+
+
+def sign_in(session: Session, email: str, password: str) -> UserRow:
+    user = store.get_user_by_email(session, (email or "").strip())
+    try:
+        if user is None or not _hasher.verify(user.password_hash, password or ""):
+            raise Unauthorized("wrong email or password")
+    except (VerificationError, InvalidHashError) as exc:
+        raise Unauthorized("wrong email or password") from exc
+    return user
+
+
+def create_key(
+    session: Session, user: UserRow, now: datetime, name: str = "default", kind: str = "api"
+) -> NewKey:
+    secret = new_secret("chs" if kind == "session" else "ch")
+    expires = now + SESSION_LIFETIME if kind == "session" else None
+    row = ApiKeyRow(
+        id=new_id(),
+        user_id=user.id,
+        kind=kind,
+        name=name[:100],
+        key_hash=hash_secret(secret),
+        created_at=now,
+        expires_at=expires,
+    )
+    store.add_api_key(session, row)
+    return NewKey(row, secret)
+
+
+def authenticate(session: Session, secret: str, now: datetime) -> UserRow:
+    """The user owning a live key or session; raises Unauthorized otherwise."""
+    row = store.get_api_key_by_hash(session, hash_secret(secret or ""))
+    if row is None or row.revoked_at is not None:
+        raise Unauthorized("invalid or revoked API key")
+    if row.expires_at is not None and as_utc(row.expires_at) <= now:
+        raise Unauthorized("session expired: sign in again")
+    user = store.get_user(session, row.user_id)
+    if user is None:
+        raise Unauthorized("invalid API key")
+    return user
+
+
+def revoke(session: Session, secret: str, now: datetime) -> None:
+    row = store.get_api_key_by_hash(session, hash_secret(secret or ""))
+    if row is not None and row.revoked_at is None:
+        row.revoked_at = now
+        session.flush()
+
+
+def require_admin(user: UserRow) -> None:
+    if user.role != "admin":
+        raise Forbidden("this action needs the admin role")
+
+
+def ensure_admin(
+    session: Session, email: str, password: str, now: datetime, trial_credit: Money
+) -> tuple[UserRow, bool]:
+    """The bootstrap admin: created on first start. Returns (user, created)."""
+    existing = store.get_user_by_email(session, email)
+    if existing is not None:
+        return existing, False
+    return sign_up(session, email, password, now, trial_credit, role="admin"), True

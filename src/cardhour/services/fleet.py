@@ -1,0 +1,76 @@
+"""The fleet as the database knows it: node sync from a backend's inventory, scheduler snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy.orm import Session
+
+from cardhour.core.topology import NodeSpec
+from cardhour.db.models import NodeRow
+from cardhour.scheduler import NodeState, Snapshot
+from cardhour.store import nodes as store
+
+
+def spec_of(row: NodeRow) -> NodeSpec:
+    return NodeSpec(
+        id=row.id,
+        data_centre=row.data_centre,
+        gpu_model=row.gpu_model,
+        gpu_count=row.gpu_count,
+        cpus=row.cpus,
+        memory_gb=row.memory_gb,
+        ib_leaf=row.ib_leaf,
+        ib_spine=row.ib_spine,
+        ib_rails=row.ib_rails,
+        ib_gbps_per_rail=row.ib_gbps_per_rail,
+    )
+
+
+def sync_nodes(session: Session, inventory: Iterable[NodeSpec]) -> tuple[int, int]:
+    """Upsert nodes from a backend's inventory; nodes it no longer reports become unschedulable.
+
+    Returns (added, updated). A node keeps its allocations whatever happens here.
+    """
+    existing = {row.id: row for row in store.list_nodes(session)}
+    seen: set[str] = set()
+    added = updated = 0
+    for spec in inventory:
+        seen.add(spec.id)
+        row = existing.get(spec.id)
+        fields = dict(
+            data_centre=spec.data_centre,
+            gpu_model=spec.gpu_model,
+            gpu_count=spec.gpu_count,
+            cpus=spec.cpus,
+            memory_gb=spec.memory_gb,
+            ib_leaf=spec.ib_leaf,
+            ib_spine=spec.ib_spine,
+            ib_rails=spec.ib_rails,
+            ib_gbps_per_rail=spec.ib_gbps_per_rail,
+            schedulable=True,
+        )
+        if row is None:
+            store.add_node(session, NodeRow(id=spec.id, allocation_version=0, **fields))
+            added += 1
+        elif any(getattr(row, k) != v for k, v in fields.items()):
+            for key, value in fields.items():
+                setattr(row, key, value)
+            updated += 1
+    for node_id, row in existing.items():
+        if node_id not in seen and row.schedulable:
+            row.schedulable = False
+            updated += 1
+    session.flush()
+    return added, updated
+
+
+def snapshot(session: Session, all_free: bool = False) -> Snapshot:
+    """The fleet as the scheduler sees it; `all_free` ignores allocations (what could ever fit)."""
+    used = {} if all_free else store.used_gpus_by_node(session)
+    nodes = []
+    for row in store.list_nodes(session):
+        taken = used.get(row.id, set())
+        free = [g for g in range(row.gpu_count) if g not in taken]
+        nodes.append(NodeState(spec_of(row), free, row.allocation_version, row.schedulable))
+    return Snapshot(nodes)

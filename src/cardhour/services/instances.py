@@ -1,0 +1,249 @@
+"""Instances: the intent side (create, stop, start, terminate) and the one state function.
+
+The API calls these and commits; nothing here calls a backend. Reconcilers converge.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from cardhour.core.catalog import Catalog
+from cardhour.core.errors import (
+    Conflict,
+    InsufficientBalance,
+    InvalidInput,
+    InvalidTransition,
+    NoCapacity,
+    NotFound,
+)
+from cardhour.core.gpus import validate_gpu_count
+from cardhour.core.money import Money
+from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transition
+from cardhour.db.models import InstanceEventRow, InstanceRow, UserRow
+from cardhour.scheduler import PlacementRequest, Policy, Unschedulable
+from cardhour.services import fleet, ledger, metering
+from cardhour.services.ids import new_id
+from cardhour.store import instances as store
+from cardhour.store import nodes as node_store
+
+S = InstanceStatus
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_SSH_KEY = re.compile(
+    r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh.com"
+    r"|sk-ecdsa-sha2-nistp256@openssh.com) [A-Za-z0-9+/=]+( [^\n]*)?$"
+)
+#: Statuses whose next hour of usage must be covered by the balance.
+COMMITTED = (S.PENDING, S.PROVISIONING, S.RUNNING)
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    gpu: str
+    count: int
+    name: str | None = None
+    image: str | None = None
+    ssh_key: str | None = None
+    plan: str = Plan.ON_DEMAND.value
+
+
+def switch_status(
+    session: Session,
+    row: InstanceRow,
+    new: InstanceStatus,
+    now: datetime,
+    reason: str | None = None,
+) -> None:
+    """The only way an instance changes state: checks the transition, keeps metering and GPU
+    allocations consistent with the new state, and records an event — all in the caller's
+    transaction."""
+    current = S(row.status)
+    if not can_transition(current, new):
+        raise InvalidTransition(f"instance {row.name} cannot go from {current} to {new}")
+    if current == S.RUNNING:
+        metering.close_usage(session, row, now)
+    if new == S.RUNNING:
+        metering.open_usage(row, now)
+    if current in HOLDS_GPUS and new not in HOLDS_GPUS:
+        node_store.release_allocations(session, row.id)
+    row.status = new.value
+    row.status_reason = reason
+    row.updated_at = now
+    row.lease_token = None
+    row.lease_expires_at = None
+    store.add_event(
+        session,
+        InstanceEventRow(
+            instance_id=row.id,
+            at=now,
+            from_status=current.value,
+            to_status=new.value,
+            reason=reason,
+        ),
+    )
+
+
+def _validate_name(name: str | None, model_id: str) -> str:
+    if name is None or name == "":
+        return f"{model_id.lower()}-{secrets.token_hex(3)}"
+    if not _NAME.match(name):
+        raise InvalidInput(
+            f"bad instance name {name!r}: 1-63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return name
+
+
+def validate_ssh_key(key: str | None) -> str | None:
+    if key is None or not key.strip():
+        return None
+    key = key.strip()
+    if "PRIVATE KEY" in key:
+        raise InvalidInput("that is a private key: paste the public key (the .pub file) instead")
+    if not _SSH_KEY.match(key):
+        raise InvalidInput(
+            "not an OpenSSH public key (expected e.g. 'ssh-ed25519 AAAA... comment')"
+        )
+    return key
+
+
+def committed_hour(session: Session, owner_id: str) -> Money | None:
+    """One hour of every instance of the owner that is running or about to run."""
+    total: Money | None = None
+    for row in store.list_owned(session, owner_id):
+        if S(row.status) in COMMITTED:
+            cost = metering.hourly_cost(row)
+            total = cost if total is None else total + cost
+    return total
+
+
+def _check_balance(session: Session, user: UserRow, hour: Money) -> None:
+    bal = ledger.balance(session, user.id, hour.currency, lock=True)
+    committed = committed_hour(session, user.id) or Money.zero(hour.currency)
+    free = bal.total - committed
+    if free < hour:
+        raise InsufficientBalance(
+            f"balance {bal.total.floor_str()} {hour.currency} does not cover one hour of this "
+            f"instance ({hour.format()} {hour.currency}/h)"
+            + (f" on top of running ones ({committed.format()}/h)" if committed.micros else ""),
+            needed=hour.format(),
+            available=bal.total.floor_str(),
+        )
+
+
+def create(
+    session: Session,
+    catalog: Catalog,
+    policy: Policy,
+    user: UserRow,
+    req: LaunchRequest,
+    now: datetime,
+) -> InstanceRow:
+    """Validate, price, check the balance covers an hour, and record a `pending` instance."""
+    model = catalog.model(req.gpu)
+    count = validate_gpu_count(req.count)
+    if req.plan == Plan.MONTHLY.value:
+        raise InvalidInput("the monthly plan is not offered by this server yet; use on_demand")
+    if req.plan != Plan.ON_DEMAND.value:
+        raise InvalidInput(f"unknown plan {req.plan!r}; plans: on_demand")
+    image = catalog.image(req.image)
+    ssh_key = validate_ssh_key(req.ssh_key)
+    name = _validate_name(req.name, model.id)
+    if store.name_taken(session, user.id, name):
+        raise Conflict(f"you already have an instance named {name!r}", field="name")
+    ever = policy.place(
+        fleet.snapshot(session, all_free=True), PlacementRequest((model.id,), count)
+    )
+    if isinstance(ever, Unschedulable):
+        raise NoCapacity(f"no {count} × {model.id} can be placed on this fleet: {ever.reason}")
+    price = max(
+        catalog.prices.on_demand(model.id, dc.id)
+        for dc in catalog.data_centres
+        if any(n.gpu_model == model.id and n.data_centre == dc.id for n in catalog.nodes)
+    )
+    _check_balance(session, user, price.times(count))
+    row = InstanceRow(
+        id=new_id(),
+        owner_id=user.id,
+        name=name,
+        gpu_model=model.id,
+        gpu_count=count,
+        image=image.id,
+        ssh_key=ssh_key,
+        plan=req.plan,
+        status=S.PENDING.value,
+        status_reason="waiting for the scheduler",
+        desired="running",
+        price_micros=price.micros,
+        currency=price.currency,
+        attempt=0,
+        usage_closed=0,
+        billed_micros=0,
+        created_at=now,
+        updated_at=now,
+    )
+    store.add_instance(session, row)
+    store.add_event(
+        session,
+        InstanceEventRow(
+            instance_id=row.id,
+            at=now,
+            from_status=None,
+            to_status=S.PENDING.value,
+            reason="created",
+        ),
+    )
+    return row
+
+
+def get(session: Session, user: UserRow, id_or_name: str, lock: bool = False) -> InstanceRow:
+    """The caller's instance; another tenant's instance is indistinguishable from a missing one."""
+    row = store.get_owned(session, user.id, id_or_name, lock=lock)
+    if row is None:
+        raise NotFound(f"no instance {id_or_name!r}")
+    return row
+
+
+def stop(session: Session, user: UserRow, id_or_name: str, now: datetime) -> InstanceRow:
+    row = get(session, user, id_or_name, lock=True)
+    status = S(row.status)
+    if status in (S.STOPPED, S.STOPPING) and row.desired == "stopped":
+        return row
+    if status in (S.FAILED, S.TERMINATED) or row.desired == "terminated":
+        raise InvalidTransition(f"instance {row.name} is {status}: it cannot be stopped")
+    row.desired = "stopped"
+    if status == S.PENDING:
+        switch_status(session, row, S.STOPPED, now, "stopped by user before placement")
+    elif status in (S.PROVISIONING, S.RUNNING):
+        switch_status(session, row, S.STOPPING, now, "stop requested by user")
+    return row
+
+
+def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> InstanceRow:
+    row = get(session, user, id_or_name, lock=True)
+    status = S(row.status)
+    if status in COMMITTED:
+        return row
+    if status != S.STOPPED or row.desired == "terminated":
+        raise InvalidTransition(f"instance {row.name} is {status}: only a stopped one can start")
+    _check_balance(session, user, metering.hourly_cost(row))
+    row.desired = "running"
+    switch_status(session, row, S.PENDING, now, "start requested by user (GPUs are re-allocated)")
+    return row
+
+
+def terminate(session: Session, user: UserRow, id_or_name: str, now: datetime) -> InstanceRow:
+    """Idempotent: terminating a terminated instance is fine."""
+    row = get(session, user, id_or_name, lock=True)
+    status = S(row.status)
+    row.desired = "terminated"
+    if status in (S.PENDING, S.STOPPED, S.FAILED):
+        switch_status(session, row, S.TERMINATED, now, "terminated by user")
+    elif status in (S.PROVISIONING, S.RUNNING):
+        switch_status(session, row, S.STOPPING, now, "terminate requested by user")
+    session.flush()
+    return row

@@ -1,0 +1,79 @@
+"""One typed settings tree (env prefix `CARDHOUR_`, nested with `__`) plus the fleet YAML loader."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from cardhour.core.catalog import Catalog, CatalogFile
+from cardhour.core.errors import InvalidInput
+
+
+class SimSettings(BaseModel):
+    provision_seconds: float = Field(
+        default=3.0, ge=0, description="Simulated time from launch to a running instance."
+    )
+    stop_seconds: float = Field(default=1.0, ge=0, description="Simulated time to release a node.")
+    fail_rate: float = Field(
+        default=0.0, ge=0, le=1, description="Share of launches the simulator fails (0..1)."
+    )
+
+
+class ReconcilerSettings(BaseModel):
+    interval_seconds: float = Field(default=1.0, gt=0, description="Loop period when idle.")
+    lease_seconds: int = Field(default=60, gt=0, description="How long a claim on a row lasts.")
+    autostop_margin_seconds: int = Field(
+        default=10,
+        ge=0,
+        description="Stop running instances when the balance covers less than this much usage.",
+    )
+
+
+class Settings(BaseSettings):
+    """Everything `cardhour up` needs. Env: `CARDHOUR_PORT=9000`, `CARDHOUR_SIM__FAIL_RATE=0.1`."""
+
+    model_config = SettingsConfigDict(env_prefix="CARDHOUR_", env_nested_delimiter="__")
+
+    host: str = Field(default="127.0.0.1", description="Address the API and console listen on.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port (0: pick a free one).")
+    data_dir: Path = Field(default=Path(".cardhour"), description="SQLite file and local state.")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default: SQLite at <data_dir>/cardhour.db."
+    )
+    fleet_file: Path | None = Field(
+        default=None, description="Fleet, price book and image catalog YAML; default: the demo."
+    )
+    backend: str = Field(default="sim", description="Compute backend: `sim` (simulated fleet).")
+    trial_credit: str = Field(default="10.00", description="Credit every new account gets once.")
+    admin_email: str = Field(default="admin@cardhour.local", description="Bootstrap admin login.")
+    secure_cookies: bool = Field(default=False, description="Mark console cookies Secure (HTTPS).")
+    sim: SimSettings = SimSettings()
+    reconcilers: ReconcilerSettings = ReconcilerSettings()
+
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'cardhour.db').resolve()}"
+
+
+def default_fleet_text() -> str:
+    return resources.files("cardhour.config").joinpath("demo-fleet.yaml").read_text()
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    """Read and validate the fleet YAML; raises InvalidInput naming the file and the problem."""
+    name = str(path) if path else "demo-fleet.yaml"
+    try:
+        text = path.read_text() if path else default_fleet_text()
+        raw = yaml.safe_load(text)
+        return Catalog.from_file(CatalogFile.model_validate(raw))
+    except OSError as exc:
+        raise InvalidInput(f"cannot read fleet file {name}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise InvalidInput(f"fleet file {name} is not valid YAML: {exc}") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(f"fleet file {name}: {where}: {first['msg']}") from exc

@@ -1,0 +1,1 @@
+"""Queries per aggregate. Functions here flush, never commit: the entry point owns the transaction."""

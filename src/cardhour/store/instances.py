@@ -1,0 +1,91 @@
+"""Instances and their events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from cardhour.db.locking import for_claim, for_update
+from cardhour.db.models import InstanceEventRow, InstanceRow
+
+
+def get_instance(session: Session, instance_id: str, lock: bool = False) -> InstanceRow | None:
+    """`lock`: fresh from the DB and locked until the transaction ends (PostgreSQL)."""
+    stmt = select(InstanceRow).where(InstanceRow.id == instance_id)
+    if lock:
+        stmt = for_update(stmt).execution_options(populate_existing=True)
+    return session.scalars(stmt).first()
+
+
+def get_owned(
+    session: Session, owner_id: str, id_or_name: str, lock: bool = False
+) -> InstanceRow | None:
+    """By id or by name among the owner's non-terminated instances; None for anyone else's."""
+    stmt = select(InstanceRow).where(InstanceRow.owner_id == owner_id)
+    if lock:
+        stmt = for_update(stmt).execution_options(populate_existing=True)
+    row = session.scalars(stmt.where(InstanceRow.id == id_or_name)).first()
+    if row is not None:
+        return row
+    by_name = stmt.where(InstanceRow.name == id_or_name, InstanceRow.status != "terminated")
+    return session.scalars(by_name.order_by(InstanceRow.created_at.desc())).first()
+
+
+def list_owned(
+    session: Session, owner_id: str, include_terminated: bool = False
+) -> list[InstanceRow]:
+    stmt = select(InstanceRow).where(InstanceRow.owner_id == owner_id)
+    if not include_terminated:
+        stmt = stmt.where(InstanceRow.status != "terminated")
+    return list(session.scalars(stmt.order_by(InstanceRow.created_at, InstanceRow.id)))
+
+
+def list_in_status(
+    session: Session, statuses: Iterable[str], lock: bool = False
+) -> list[InstanceRow]:
+    stmt = select(InstanceRow).where(InstanceRow.status.in_(list(statuses)))
+    if lock:
+        stmt = for_update(stmt).execution_options(populate_existing=True)
+    return list(session.scalars(stmt.order_by(InstanceRow.created_at, InstanceRow.id)))
+
+
+def claimable(
+    session: Session, statuses: Iterable[str], now: datetime, limit: int
+) -> list[InstanceRow]:
+    """Rows in `statuses` whose lease is free or expired, locked against other workers."""
+    stmt = (
+        select(InstanceRow)
+        .where(InstanceRow.status.in_(list(statuses)))
+        .where(or_(InstanceRow.lease_expires_at.is_(None), InstanceRow.lease_expires_at < now))
+        .order_by(InstanceRow.updated_at, InstanceRow.id)
+        .limit(limit)
+    )
+    return list(session.scalars(for_claim(stmt)))
+
+
+def add_instance(session: Session, row: InstanceRow) -> InstanceRow:
+    session.add(row)
+    session.flush()
+    return row
+
+
+def add_event(session: Session, event: InstanceEventRow) -> None:
+    session.add(event)
+    session.flush()
+
+
+def list_events(session: Session, instance_id: str) -> list[InstanceEventRow]:
+    stmt = select(InstanceEventRow).where(InstanceEventRow.instance_id == instance_id)
+    return list(session.scalars(stmt.order_by(InstanceEventRow.id)))
+
+
+def name_taken(session: Session, owner_id: str, name: str) -> bool:
+    stmt = select(InstanceRow.id).where(
+        InstanceRow.owner_id == owner_id,
+        InstanceRow.name == name,
+        InstanceRow.status != "terminated",
+    )
+    return session.scalars(stmt).first() is not None

@@ -1,0 +1,67 @@
+"""Nodes and GPU allocations."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from cardhour.db.models import AllocationRow, NodeRow
+
+
+def list_nodes(session: Session) -> list[NodeRow]:
+    return list(session.scalars(select(NodeRow).order_by(NodeRow.id)))
+
+
+def get_node(session: Session, node_id: str) -> NodeRow | None:
+    return session.get(NodeRow, node_id)
+
+
+def add_node(session: Session, row: NodeRow) -> None:
+    session.add(row)
+    session.flush()
+
+
+def used_gpus_by_node(session: Session) -> dict[str, set[int]]:
+    used: dict[str, set[int]] = defaultdict(set)
+    for node_id, gpu in session.execute(select(AllocationRow.node_id, AllocationRow.gpu_index)):
+        used[node_id].add(gpu)
+    return used
+
+
+def allocations_of(session: Session, instance_id: str) -> list[AllocationRow]:
+    stmt = select(AllocationRow).where(AllocationRow.instance_id == instance_id)
+    return list(session.scalars(stmt.order_by(AllocationRow.node_id, AllocationRow.gpu_index)))
+
+
+def bump_version(session: Session, node_id: str, expected: int) -> bool:
+    """Optimistic guard: advance the node's allocation version iff it is still `expected`."""
+    result = session.execute(
+        update(NodeRow)
+        .where(NodeRow.id == node_id, NodeRow.allocation_version == expected)
+        .values(allocation_version=expected + 1)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def add_allocations(session: Session, instance_id: str, gpus_by_node: dict[str, list[int]]) -> None:
+    for node_id, gpus in gpus_by_node.items():
+        for gpu in gpus:
+            session.add(AllocationRow(instance_id=instance_id, node_id=node_id, gpu_index=gpu))
+    session.flush()
+
+
+def release_allocations(session: Session, instance_id: str) -> list[str]:
+    """Free every GPU of the instance; returns the node ids touched (their versions advance)."""
+    rows = allocations_of(session, instance_id)
+    node_ids = sorted({r.node_id for r in rows})
+    session.execute(delete(AllocationRow).where(AllocationRow.instance_id == instance_id))
+    for node_id in node_ids:
+        session.execute(
+            update(NodeRow)
+            .where(NodeRow.id == node_id)
+            .values(allocation_version=NodeRow.allocation_version + 1)
+        )
+    session.flush()
+    return node_ids

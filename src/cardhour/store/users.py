@@ -1,0 +1,34 @@
+"""Users and their API keys / console sessions."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from cardhour.db.models import ApiKeyRow, UserRow
+
+
+def get_user(session: Session, user_id: str) -> UserRow | None:
+    return session.get(UserRow, user_id)
+
+
+def get_user_by_email(session: Session, email: str) -> UserRow | None:
+    return session.scalars(
+        select(UserRow).where(func.lower(UserRow.email) == email.lower())
+    ).first()
+
+
+def add_user(session: Session, user: UserRow) -> UserRow:
+    session.add(user)
+    session.flush()
+    return user
+
+
+def add_api_key(session: Session, key: ApiKeyRow) -> ApiKeyRow:
+    session.add(key)
+    session.flush()
+    return key
+
+
+def get_api_key_by_hash(session: Session, key_hash: str) -> ApiKeyRow | None:
+    return session.scalars(select(ApiKeyRow).where(ApiKeyRow.key_hash == key_hash)).first()
