@@ -1,0 +1,1 @@
+"""The REST API under /api/v1 (FastAPI). Thin: validate, call a service, commit, wake reconcilers."""

@@ -1,0 +1,28 @@
+"""The app factory: API under /api/v1, OpenAPI at /openapi.json, the console at /."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from cardhour import __version__
+from cardhour.api import errors
+from cardhour.api.routers import auth, billing, health, instances, offers
+from cardhour.console.routes import mount_console
+from cardhour.platform import Platform
+
+
+def create_app(platform: Platform) -> FastAPI:
+    app = FastAPI(
+        title="cardhour",
+        version=__version__,
+        description="Self-hostable GPU cloud: live inventory, per-card-hour prices, instances.",
+        openapi_url="/openapi.json",
+        docs_url="/api/docs",
+        redoc_url=None,
+    )
+    app.state.platform = platform
+    errors.install(app)
+    for module in (auth, billing, offers, instances, health):
+        app.include_router(module.router, prefix="/api/v1")
+    mount_console(app)
+    return app

@@ -1,0 +1,87 @@
+"""Rows and service results → response schemas."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy.orm import Session
+
+from cardhour.api import schemas
+from cardhour.core.money import Money
+from cardhour.db.models import InstanceRow, UserRow
+from cardhour.services import catalog
+from cardhour.store import instances as instance_store
+from cardhour.store import nodes as node_store
+
+
+def user(row: UserRow) -> schemas.UserRead:
+    return schemas.UserRead(id=row.id, email=row.email, role=row.role, created_at=row.created_at)
+
+
+def quote(q: catalog.Quote) -> schemas.QuoteRead:
+    return schemas.QuoteRead(
+        count=q.count,
+        currency=q.per_hour.currency,
+        price_per_card_hour=q.price_per_card_hour.display(),
+        monthly_price_per_card_hour=q.monthly_price_per_card_hour.display(),
+        per_hour=q.per_hour.display(),
+        per_month_on_demand=q.per_month_on_demand.display(),
+        per_month_monthly_plan=q.per_month_monthly_plan.display(),
+    )
+
+
+def offer(o: catalog.Offer) -> schemas.OfferRead:
+    rec = o.recommendation
+    return schemas.OfferRead(
+        gpu=o.model.id,
+        gpu_name=o.model.name,
+        data_centre=o.data_centre,
+        data_centre_name=o.data_centre_name,
+        ownership=o.ownership,
+        gpus_per_node=o.gpus_per_node,
+        total_gpus=o.total_gpus,
+        free_gpus=o.free_gpus,
+        free_nodes=o.free_nodes,
+        currency=o.quote.per_hour.currency,
+        price_per_card_hour=o.quote.price_per_card_hour.display(),
+        monthly_price_per_card_hour=o.quote.monthly_price_per_card_hour.display(),
+        spec=schemas.GpuSpecRead(
+            name=o.model.name,
+            bf16_tflops=str(o.model.bf16_tflops),
+            memory_gb=o.model.memory_gb,
+            in_node_link=o.model.in_node_link,
+            nvlink=o.model.nvlink,
+        ),
+        quote=quote(o.quote),
+        recommendation=schemas.RecommendationRead(**rec.__dict__) if rec else None,
+    )
+
+
+def instance(session: Session, row: InstanceRow, events: bool = False) -> schemas.InstanceRead:
+    nodes = sorted({a.node_id for a in node_store.allocations_of(session, row.id)})
+    return schemas.InstanceRead(
+        id=row.id,
+        name=row.name,
+        status=row.status,
+        status_reason=row.status_reason,
+        gpu=row.gpu_model,
+        count=row.gpu_count,
+        image=row.image,
+        plan=row.plan,
+        data_centre=row.data_centre,
+        nodes=nodes,
+        currency=row.currency,
+        price_per_card_hour=Money(row.price_micros, row.currency).display(),
+        cost_so_far=Money(row.billed_micros, row.currency).exact_str(),
+        connection=json.loads(row.connection) if row.connection else None,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        events=[
+            schemas.EventRead(
+                at=e.at, from_status=e.from_status, to_status=e.to_status, reason=e.reason
+            )
+            for e in instance_store.list_events(session, row.id)
+        ]
+        if events
+        else [],
+    )

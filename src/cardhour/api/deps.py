@@ -1,0 +1,55 @@
+"""The request context: platform, `now`, API key, and the route's unit of work.
+
+Routes open the transaction themselves (`with ctx.user_tx() as (session, user):`), so the commit
+happens before the response is built: a client never sees success for something not committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from cardhour.core.errors import Unauthorized
+from cardhour.db.engine import transaction
+from cardhour.db.models import UserRow
+from cardhour.platform import Platform
+from cardhour.services import accounts
+
+bearer = HTTPBearer(auto_error=False, description="An API key from signup or login.")
+
+
+@dataclass
+class Ctx:
+    platform: Platform
+    now: datetime
+    api_key: str | None
+
+    @contextmanager
+    def tx(self) -> Iterator[Session]:
+        with transaction(self.platform.sessions) as session:
+            yield session
+
+    @contextmanager
+    def user_tx(self) -> Iterator[tuple[Session, UserRow]]:
+        if not self.api_key:
+            raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+        with self.tx() as session:
+            yield session, accounts.authenticate(session, self.api_key, self.now)
+
+
+def get_platform(request: Request) -> Platform:
+    platform: Platform = request.app.state.platform
+    return platform
+
+
+def get_ctx(
+    platform: Platform = Depends(get_platform),
+    credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+) -> Ctx:
+    return Ctx(platform, platform.clock.now(), credentials.credentials if credentials else None)

@@ -1,0 +1,31 @@
+"""Live inventory and quotes. Public: no key needed to see the cards before you click."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query
+
+from cardhour.api import convert, schemas
+from cardhour.api.deps import Ctx, get_ctx
+from cardhour.core.gpus import parse_gpu_request, validate_gpu_count
+from cardhour.services import catalog
+
+router = APIRouter(tags=["offers"])
+
+
+@router.get("/offers", response_model=list[schemas.OfferRead])
+def offers(
+    gpu: str | None = Query(default=None, description="Model, or MODEL:COUNT such as H100:8."),
+    count: int | None = Query(default=None, description="GPUs wanted; adds a recommendation."),
+    ctx: Ctx = Depends(get_ctx),
+) -> list[schemas.OfferRead]:
+    model = None
+    if gpu:
+        req = parse_gpu_request(gpu)
+        model = req.model
+        if count is None and ":" in gpu:
+            count = req.count
+    if count is not None:
+        count = validate_gpu_count(count)
+    with ctx.tx() as session:
+        found = catalog.offers(session, ctx.platform.catalog, ctx.platform.policy, model, count)
+    return [convert.offer(o) for o in found]

@@ -1,0 +1,139 @@
+"""Request and response bodies of /api/v1 (`*Create` in, `*Read` out). Money as decimal strings.
+
+Pure pydantic: the typed client (`cardhour.client`) imports these too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] = {}
+
+
+class ErrorRead(BaseModel):
+    error: ErrorBody
+
+
+class SignupCreate(BaseModel):
+    email: str = Field(examples=["ada@example.com"])
+    password: str = Field(min_length=1, examples=["correct horse battery"])
+
+
+class LoginCreate(SignupCreate):
+    key_name: str = Field(default="cli", max_length=100)
+
+
+class UserRead(BaseModel):
+    id: str
+    email: str
+    role: str
+    created_at: datetime
+
+
+class AuthRead(BaseModel):
+    api_key: str = Field(description="Shown once; only its hash is stored.")
+    user: UserRead
+
+
+class BalanceRead(BaseModel):
+    currency: str
+    available: str = Field(description="Cash + credits, rounded down to 0.01.")
+    cash: str
+    trial_credit: str
+    committed_per_hour: str = Field(description="One hour of instances running or starting.")
+    available_exact: str = Field(description="To the ledger's micro-unit (6 decimals).")
+
+
+class QuoteRead(BaseModel):
+    count: int
+    currency: str
+    price_per_card_hour: str
+    monthly_price_per_card_hour: str
+    per_hour: str
+    per_month_on_demand: str
+    per_month_monthly_plan: str
+
+
+class RecommendationRead(BaseModel):
+    available: bool
+    summary: str
+    nodes: list[str]
+    ib_leaves: list[str]
+    interconnect: str
+    reason: str | None = None
+
+
+class GpuSpecRead(BaseModel):
+    name: str
+    bf16_tflops: str
+    memory_gb: int
+    in_node_link: str
+    nvlink: bool
+
+
+class OfferRead(BaseModel):
+    gpu: str
+    gpu_name: str
+    data_centre: str
+    data_centre_name: str
+    ownership: str
+    gpus_per_node: int
+    total_gpus: int
+    free_gpus: int
+    free_nodes: int
+    currency: str
+    price_per_card_hour: str
+    monthly_price_per_card_hour: str
+    spec: GpuSpecRead
+    quote: QuoteRead
+    recommendation: RecommendationRead | None = None
+
+
+class InstanceCreate(BaseModel):
+    gpu: str = Field(examples=["H100"])
+    count: int = Field(default=1, examples=[1])
+    name: str | None = Field(default=None, examples=["my-h100"])
+    image: str | None = Field(default=None, examples=["pytorch-2.3-cuda12.3"])
+    ssh_key: str | None = Field(default=None, description="OpenSSH public key.")
+    plan: str = Field(default="on_demand")
+
+
+class EventRead(BaseModel):
+    at: datetime
+    from_status: str | None
+    to_status: str
+    reason: str | None
+
+
+class InstanceRead(BaseModel):
+    id: str
+    name: str
+    status: str
+    status_reason: str | None
+    gpu: str
+    count: int
+    image: str
+    plan: str
+    data_centre: str | None
+    nodes: list[str]
+    currency: str
+    price_per_card_hour: str
+    cost_so_far: str = Field(description="Charged so far, to the micro-unit.")
+    connection: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    events: list[EventRead] = []
+
+
+class HealthRead(BaseModel):
+    status: str
+    version: str
+    database: str
+    backend: str
