@@ -1,1 +1,4 @@
-"""The REST API under /api/v1 (FastAPI). Thin: validate, call a service, commit, wake reconcilers."""
+"""The REST API under /api/v1 (FastAPI).
+
+Thin: validate, call a service, commit, wake the reconcilers.
+"""

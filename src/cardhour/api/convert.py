@@ -9,9 +9,7 @@ from sqlalchemy.orm import Session
 from cardhour.api import schemas
 from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow, UserRow
-from cardhour.services import catalog
-from cardhour.store import instances as instance_store
-from cardhour.store import nodes as node_store
+from cardhour.services import catalog, instances
 
 
 def user(row: UserRow) -> schemas.UserRead:
@@ -58,7 +56,7 @@ def offer(o: catalog.Offer) -> schemas.OfferRead:
 
 
 def instance(session: Session, row: InstanceRow, events: bool = False) -> schemas.InstanceRead:
-    nodes = sorted({a.node_id for a in node_store.allocations_of(session, row.id)})
+    nodes = instances.nodes_of(session, row)
     return schemas.InstanceRead(
         id=row.id,
         name=row.name,
@@ -80,7 +78,7 @@ def instance(session: Session, row: InstanceRow, events: bool = False) -> schema
             schemas.EventRead(
                 at=e.at, from_status=e.from_status, to_status=e.to_status, reason=e.reason
             )
-            for e in instance_store.list_events(session, row.id)
+            for e in instances.events_of(session, row)
         ]
         if events
         else [],

@@ -1,9 +1,284 @@
-"""The web console (placeholder until the console module lands in this change)."""
+"""The web console: server-rendered pages (Jinja2) with htmx fragments, over the services."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from cardhour.console import views
+from cardhour.console.session import COOKIE, Viewer, check_csrf, viewer
+from cardhour.core.errors import CardhourError
+from cardhour.db.engine import transaction
+from cardhour.platform import Platform
+from cardhour.services import accounts, instances
+from cardhour.services.instances import LaunchRequest
+
+_HERE = Path(str(resources.files("cardhour.console")))
+templates = Jinja2Templates(directory=str(_HERE / "templates"))
+router = APIRouter(include_in_schema=False)
+
+
+def _platform(request: Request) -> Platform:
+    platform: Platform = request.app.state.platform
+    return platform
+
+
+def _page(
+    request: Request, name: str, who: Viewer | None, status: int = 200, **ctx: Any
+) -> Response:
+    platform = _platform(request)
+    base: dict[str, Any] = {"user": who.user if who else None, "csrf": who.csrf if who else ""}
+    if who:
+        with transaction(platform.sessions) as session:
+            base.update(views.balance_view(session, platform, who.user.id))
+    base.setdefault("currency", platform.catalog.currency)
+    return templates.TemplateResponse(request, name, {**base, **ctx}, status_code=status)
+
+
+def _signin_redirect() -> Response:
+    return RedirectResponse("/signin", status_code=303)
+
+
+def _who(request: Request) -> Viewer | None:
+    platform = _platform(request)
+    with transaction(platform.sessions) as session:
+        return viewer(request, session, platform)
+
+
+def _session_cookie(secret: str, secure: bool) -> Response:
+    response = RedirectResponse("/gpus", status_code=303)
+    response.set_cookie(
+        COOKIE,
+        secret,
+        httponly=True,
+        samesite="lax",
+        secure=secure,
+        max_age=int(accounts.SESSION_LIFETIME.total_seconds()),
+    )
+    return response
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request) -> Response:
+    return RedirectResponse("/gpus" if _who(request) else "/signin", status_code=303)
+
+
+@router.get("/signup", response_class=HTMLResponse)
+def signup_page(request: Request) -> Response:
+    p = _platform(request)
+    return _page(
+        request,
+        "auth.html",
+        None,
+        heading="Sign up",
+        action="/signup",
+        trial_credit=p.trial_credit.format(),
+    )
+
+
+@router.post("/signup")
+def signup(request: Request, email: str = Form(""), password: str = Form("")) -> Response:
+    p = _platform(request)
+    try:
+        with transaction(p.sessions) as session:
+            user = accounts.sign_up(session, email, password, p.clock.now(), p.trial_credit)
+            key = accounts.create_key(session, user, p.clock.now(), "console", kind="session")
+    except CardhourError as exc:
+        return _page(
+            request,
+            "auth.html",
+            None,
+            exc.http_status,
+            heading="Sign up",
+            action="/signup",
+            error=exc.message,
+            email=email,
+            trial_credit=p.trial_credit.format(),
+        )
+    return _session_cookie(key.secret, p.settings.secure_cookies)
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_page(request: Request) -> Response:
+    return _page(request, "auth.html", None, heading="Sign in", action="/signin")
+
+
+@router.post("/signin")
+def signin(request: Request, email: str = Form(""), password: str = Form("")) -> Response:
+    p = _platform(request)
+    try:
+        with transaction(p.sessions) as session:
+            user = accounts.sign_in(session, email, password)
+            key = accounts.create_key(session, user, p.clock.now(), "console", kind="session")
+    except CardhourError as exc:
+        return _page(
+            request,
+            "auth.html",
+            None,
+            exc.http_status,
+            heading="Sign in",
+            action="/signin",
+            error=exc.message,
+            email=email,
+        )
+    return _session_cookie(key.secret, p.settings.secure_cookies)
+
+
+@router.post("/signout")
+def signout(request: Request, csrf: str = Form("")) -> Response:
+    p = _platform(request)
+    check_csrf(request, csrf)
+    with transaction(p.sessions) as session:
+        accounts.revoke(session, request.cookies.get(COOKIE, ""), p.clock.now())
+    response = RedirectResponse("/signin", status_code=303)
+    response.delete_cookie(COOKIE)
+    return response
+
+
+def _gpus_page(
+    request: Request,
+    who: Viewer,
+    status: int = 200,
+    error: str | None = None,
+    form: dict[str, Any] | None = None,
+) -> Response:
+    p = _platform(request)
+    with transaction(p.sessions) as session:
+        cards = views.inventory_cards(session, p)
+        form = form or {"gpu": cards[0]["gpu"] if cards else "", "count": 1, "name": ""}
+        quote = views.quote_view(session, p, form["gpu"], int(form["count"])) if cards else {}
+    return _page(
+        request,
+        "gpus.html",
+        who,
+        status,
+        cards=cards,
+        images=p.catalog.images,
+        form=form,
+        error=error,
+        **quote,
+    )
+
+
+@router.get("/gpus", response_class=HTMLResponse)
+def gpus(request: Request) -> Response:
+    who = _who(request)
+    return _gpus_page(request, who) if who else _signin_redirect()
+
+
+@router.post("/instances")
+def launch(
+    request: Request,
+    gpu: str = Form(...),
+    count: int = Form(1),
+    name: str = Form(""),
+    image: str = Form(""),
+    ssh_key: str = Form(""),
+    csrf: str = Form(""),
+) -> Response:
+    who = _who(request)
+    if who is None:
+        return _signin_redirect()
+    p = _platform(request)
+    req = LaunchRequest(gpu, count, name or None, image or None, ssh_key or None)
+    try:
+        check_csrf(request, csrf)
+        with transaction(p.sessions) as session:
+            instances.create(session, p.catalog, p.policy, who.user, req, p.clock.now())
+    except CardhourError as exc:
+        form = {"gpu": gpu, "count": count, "name": name}
+        return _gpus_page(request, who, exc.http_status, error=exc.message, form=form)
+    p.wake()
+    return RedirectResponse("/instances", status_code=303)
+
+
+@router.get("/instances", response_class=HTMLResponse)
+def instances_page(request: Request) -> Response:
+    who = _who(request)
+    if who is None:
+        return _signin_redirect()
+    p = _platform(request)
+    with transaction(p.sessions) as session:
+        rows = views.instance_rows(session, who.user)
+    return _page(request, "instances.html", who, rows=rows)
+
+
+@router.post("/instances/{ident}/{action}")
+def instance_action(request: Request, ident: str, action: str, csrf: str = Form("")) -> Response:
+    who = _who(request)
+    if who is None:
+        return _signin_redirect()
+    p = _platform(request)
+    verbs = {"stop": instances.stop, "start": instances.start, "terminate": instances.terminate}
+    try:
+        check_csrf(request, csrf)
+        if action not in verbs:
+            raise CardhourError(f"unknown action {action!r}")
+        with transaction(p.sessions) as session:
+            verbs[action](session, who.user, ident, p.clock.now())
+    except CardhourError as exc:
+        with transaction(p.sessions) as session:
+            rows = views.instance_rows(session, who.user)
+        return _page(request, "instances.html", who, exc.http_status, rows=rows, error=exc.message)
+    p.wake()
+    return RedirectResponse("/instances", status_code=303)
+
+
+# htmx fragments ---------------------------------------------------------------------------
+
+
+@router.get("/console/inventory", response_class=HTMLResponse)
+def inventory_fragment(request: Request) -> Response:
+    p = _platform(request)
+    with transaction(p.sessions) as session:
+        cards = views.inventory_cards(session, p)
+    return templates.TemplateResponse(
+        request, "_inventory.html", {"cards": cards, "currency": p.catalog.currency}
+    )
+
+
+@router.get("/console/quote", response_class=HTMLResponse)
+def quote_fragment(request: Request, gpu: str = "", count: str = "1") -> Response:
+    p = _platform(request)
+    try:
+        n = int(count)
+        with transaction(p.sessions) as session:
+            ctx = views.quote_view(session, p, gpu, n)
+    except (ValueError, CardhourError) as exc:
+        ctx = {"quote_error": getattr(exc, "message", "enter a whole number of GPUs")}
+    return templates.TemplateResponse(
+        request, "_quote.html", {**ctx, "currency": p.catalog.currency}
+    )
+
+
+@router.get("/console/instances", response_class=HTMLResponse)
+def instances_fragment(request: Request) -> Response:
+    who = _who(request)
+    if who is None:
+        return Response(status_code=401)
+    p = _platform(request)
+    with transaction(p.sessions) as session:
+        rows = views.instance_rows(session, who.user)
+    return templates.TemplateResponse(request, "_instances.html", {"rows": rows, "csrf": who.csrf})
+
+
+@router.get("/console/balance", response_class=HTMLResponse)
+def balance_fragment(request: Request) -> Response:
+    who = _who(request)
+    if who is None:
+        return Response(status_code=401)
+    p = _platform(request)
+    with transaction(p.sessions) as session:
+        ctx = views.balance_view(session, p, who.user.id)
+    return templates.TemplateResponse(request, "_balance.html", ctx)
 
 
 def mount_console(app: FastAPI) -> None:
-    return None
+    app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
+    app.include_router(router)

@@ -103,16 +103,16 @@ def _place_whole_nodes(
 
     best: tuple[int, int, str, list[NodeState]] | None = None
     by_dc: dict[str, list[tuple[str, list[NodeState]]]] = defaultdict(list)
-    for (dc, _spine), leaves in blocks.items():
-        by_dc[dc].extend(leaves.items())
-        chosen = _fewest_leaves(list(leaves.items()), wanted)
+    for (dc, _spine), spine_leaves in blocks.items():
+        by_dc[dc].extend(spine_leaves.items())
+        chosen = _fewest_leaves(list(spine_leaves.items()), wanted)
         if chosen is not None:
             key = (len({n.spec.ib_leaf for n in chosen}), 1, dc, chosen)
             if best is None or key[:3] < best[:3]:
                 best = key
     if best is None:  # no single spine can hold it: allow several spines within one data centre
-        for dc, leaves in sorted(by_dc.items()):
-            chosen = _fewest_leaves(leaves, wanted)
+        for dc, dc_leaves in sorted(by_dc.items()):
+            chosen = _fewest_leaves(dc_leaves, wanted)
             if chosen is not None:
                 spines = len({n.spec.ib_spine for n in chosen})
                 key = (len({n.spec.ib_leaf for n in chosen}), spines, dc, chosen)

@@ -208,6 +208,21 @@ def get(session: Session, user: UserRow, id_or_name: str, lock: bool = False) ->
     return row
 
 
+def list_for(
+    session: Session, user: UserRow, include_terminated: bool = False
+) -> list[InstanceRow]:
+    return store.list_owned(session, user.id, include_terminated)
+
+
+def nodes_of(session: Session, row: InstanceRow) -> list[str]:
+    """The nodes the instance holds GPUs on now (empty when it holds none)."""
+    return sorted({a.node_id for a in node_store.allocations_of(session, row.id)})
+
+
+def events_of(session: Session, row: InstanceRow) -> list[InstanceEventRow]:
+    return store.list_events(session, row.id)
+
+
 def stop(session: Session, user: UserRow, id_or_name: str, now: datetime) -> InstanceRow:
     row = get(session, user, id_or_name, lock=True)
     status = S(row.status)

@@ -1,4 +1,5 @@
-"""Per-second metering: usage from `running` to `stopping`, rated cumulatively, charged via the ledger.
+"""Per-second metering: usage from `running` to `stopping`, rated cumulatively, charged to the
+ledger.
 
 Invariant: `row.billed_micros == rate_usage(price, usage counted so far)`, so an instance is never
 charged more than half a micro-unit away from its exact cost, however often it is metered.

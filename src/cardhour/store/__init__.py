@@ -1,1 +1,4 @@
-"""Queries per aggregate. Functions here flush, never commit: the entry point owns the transaction."""
+"""Queries per aggregate.
+
+Functions here flush, never commit: the entry point owns the transaction.
+"""

@@ -8,7 +8,6 @@ from cardhour.api import convert, schemas
 from cardhour.api.deps import Ctx, get_ctx
 from cardhour.services import instances
 from cardhour.services.instances import LaunchRequest
-from cardhour.store import instances as store
 
 router = APIRouter(prefix="/instances", tags=["instances"])
 
@@ -28,7 +27,7 @@ def create(body: schemas.InstanceCreate, ctx: Ctx = Depends(get_ctx)) -> schemas
 @router.get("", response_model=list[schemas.InstanceRead])
 def list_instances(all: bool = False, ctx: Ctx = Depends(get_ctx)) -> list[schemas.InstanceRead]:
     with ctx.user_tx() as (session, user):
-        rows = store.list_owned(session, user.id, include_terminated=all)
+        rows = instances.list_for(session, user, include_terminated=all)
         return [convert.instance(session, r) for r in rows]
 
 

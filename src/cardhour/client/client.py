@@ -1,0 +1,171 @@
+"""`CardhourClient`: the typed httpx SDK for /api/v1.
+
+Every method returns the pydantic models of `cardhour.api.schemas` and raises `ApiError` for
+anything that is not a success: the server's `{"error": {"code", "message", "details"}}` body,
+a response that is not what the API sends (`bad_response`), or no connection (`unreachable`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from cardhour.api.schemas import (
+    AuthRead,
+    BalanceRead,
+    ErrorRead,
+    HealthRead,
+    InstanceCreate,
+    InstanceRead,
+    OfferRead,
+    UserRead,
+)
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+T = TypeVar("T")
+
+
+class ApiError(Exception):
+    """A failed call. `status` is the HTTP status, or 0 when no response arrived.
+
+    `code` is the server's stable error code (`not_found`, `insufficient_balance`, ...), or one
+    of the client's own: `unreachable`, `bad_response`, `http_error`.
+    """
+
+    def __init__(
+        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+
+class CardhourClient:
+    """A connection to one cardhour server. Use as a context manager, or call `close()`.
+
+    `url` is the server root (`http://host:port`); `api_key` is sent as a bearer token when set.
+    `transport` replaces the network (tests pass an `httpx.MockTransport`).
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(
+            base_url=f"{self.url}/api/v1", headers=headers, timeout=timeout, transport=transport
+        )
+
+    def __enter__(self) -> CardhourClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- accounts ---------------------------------------------------------------------------
+
+    def signup(self, email: str, password: str) -> AuthRead:
+        """Create an account (it gets the trial credit) and return its first API key."""
+        body = {"email": email, "password": password}
+        return self._call(AuthRead, "POST", "/auth/signup", json=body)
+
+    def login(self, email: str, password: str, key_name: str = "cli") -> AuthRead:
+        """Check the password and return a new API key named `key_name`."""
+        body = {"email": email, "password": password, "key_name": key_name}
+        return self._call(AuthRead, "POST", "/auth/login", json=body)
+
+    def me(self) -> UserRead:
+        return self._call(UserRead, "GET", "/auth/me")
+
+    def balance(self) -> BalanceRead:
+        return self._call(BalanceRead, "GET", "/balance")
+
+    # -- catalogue --------------------------------------------------------------------------
+
+    def offers(self, gpu: str | None = None, count: int | None = None) -> list[OfferRead]:
+        """Live offers; `gpu` is a model or `MODEL:COUNT`, a count adds a recommendation."""
+        params = {k: v for k, v in {"gpu": gpu, "count": count}.items() if v is not None}
+        return self._call(list[OfferRead], "GET", "/offers", params=params)
+
+    # -- instances --------------------------------------------------------------------------
+
+    def create_instance(self, body: InstanceCreate | None = None, /, **fields: Any) -> InstanceRead:
+        """Launch. Pass an `InstanceCreate`, or its fields as keywords (`gpu="H100", count=1`).
+
+        The instance comes back `pending`; the server's reconcilers bring it up.
+        """
+        if body is None:
+            body = InstanceCreate(**fields)
+        elif fields:
+            raise TypeError("pass an InstanceCreate or keyword fields, not both")
+        return self._call(InstanceRead, "POST", "/instances", json=body.model_dump())
+
+    def list_instances(self, all: bool = False) -> list[InstanceRead]:
+        """Instances of this account; terminated ones only with `all=True`."""
+        params = {"all": "true"} if all else {}
+        return self._call(list[InstanceRead], "GET", "/instances", params=params)
+
+    def get_instance(self, ident: str) -> InstanceRead:
+        """One instance by id or name, with its events."""
+        return self._call(InstanceRead, "GET", _instance_path(ident))
+
+    def stop(self, ident: str) -> InstanceRead:
+        return self._call(InstanceRead, "POST", _instance_path(ident, "/stop"))
+
+    def start(self, ident: str) -> InstanceRead:
+        return self._call(InstanceRead, "POST", _instance_path(ident, "/start"))
+
+    def terminate(self, ident: str) -> InstanceRead:
+        return self._call(InstanceRead, "DELETE", _instance_path(ident))
+
+    def health(self) -> HealthRead:
+        return self._call(HealthRead, "GET", "/health")
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, model: type[T], method: str, path: str, **kwargs: Any) -> T:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise ApiError(0, "unreachable", f"cannot reach {self.url}: {reason}") from exc
+        if response.is_error:
+            raise _error_from(response)
+        try:
+            return TypeAdapter(model).validate_json(response.content)
+        except ValidationError as exc:
+            raise _bad_response(response) from exc
+
+
+def _instance_path(ident: str, suffix: str = "") -> str:
+    return f"/instances/{quote(ident, safe='')}{suffix}"
+
+
+def _error_from(response: httpx.Response) -> ApiError:
+    """The server's error body as an ApiError; anything else says what came back instead."""
+    try:
+        body = ErrorRead.model_validate_json(response.content).error
+    except ValidationError:
+        return _bad_response(response, code="http_error")
+    return ApiError(response.status_code, body.code, body.message, body.details)
+
+
+def _bad_response(response: httpx.Response, code: str = "bad_response") -> ApiError:
+    what = response.headers.get("content-type", "no content type")
+    message = (
+        f"unexpected HTTP {response.status_code} response ({what}) from {response.request.url}; "
+        "is this a cardhour server?"
+    )
+    return ApiError(response.status_code, code, message)
