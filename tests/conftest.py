@@ -19,7 +19,10 @@ from sqlalchemy import create_engine, text
 
 from cardhour.api.app import create_app
 from cardhour.core.clock import ManualClock
+from cardhour.core.money import Money
+from cardhour.db.engine import transaction
 from cardhour.platform import Platform
+from cardhour.services import accounts, ledger
 from cardhour.settings import Settings
 
 PG_URL = os.environ.get("CARDHOUR_TEST_PG_URL")
@@ -78,6 +81,13 @@ class Api:
         r = self.client.post("/api/v1/auth/signup", json={"email": email, "password": password})
         assert r.status_code == 201, r.text
         return {"Authorization": f"Bearer {r.json()['api_key']}"}
+
+    def top_up(self, headers: dict[str, str], amount: str) -> None:
+        """Cash in (the admin top-up API belongs to the billing issue; this uses the service)."""
+        now = self.clock.now()
+        with transaction(self.platform.sessions) as s:
+            user = accounts.authenticate(s, headers["Authorization"].removeprefix("Bearer "), now)
+            ledger.top_up(s, user.id, Money.parse(amount), now, f"test-{uuid.uuid4().hex}")
 
     def settle(self, seconds: float = 0) -> None:
         """Advance the injected clock and let the reconcilers converge."""
