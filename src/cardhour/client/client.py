@@ -32,7 +32,7 @@ class ApiError(Exception):
     """A failed call. `status` is the HTTP status, or 0 when no response arrived.
 
     `code` is the server's stable error code (`not_found`, `insufficient_balance`, ...), or one
-    of the client's own: `unreachable`, `bad_response`, `http_error`.
+    of the client's own: `unreachable`, `invalid_url`, `bad_response`, `http_error`.
     """
 
     def __init__(
@@ -61,9 +61,12 @@ class CardhourClient:
     ) -> None:
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(
-            base_url=f"{self.url}/api/v1", headers=headers, timeout=timeout, transport=transport
-        )
+        try:
+            self._http = httpx.Client(
+                base_url=f"{self.url}/api/v1", headers=headers, timeout=timeout, transport=transport
+            )
+        except httpx.InvalidURL as exc:
+            raise ApiError(0, "invalid_url", f"bad server URL {url!r}: {exc}") from exc
 
     def __enter__(self) -> CardhourClient:
         return self

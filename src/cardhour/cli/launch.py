@@ -1,0 +1,132 @@
+"""`cardhour launch`: create an instance and follow it until it runs (or fails).
+
+Progress comes from the instance's events, so a stage passed between two polls is still shown.
+Exit 0 when it runs (or at once with --no-wait); exit 2 when it fails or the wait times out.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from cardhour.api.schemas import InstanceCreate, InstanceRead
+from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
+from cardhour.cli.render import connection_rows, status_text
+from cardhour.client import CardhourClient
+from cardhour.core.errors import CardhourError, InvalidInput
+from cardhour.core.gpus import parse_gpu_request
+from cardhour.core.states import InstanceStatus
+
+POLL_SECONDS = 0.5
+#: Where a launch stops moving on its own.
+SETTLED = frozenset(
+    {
+        InstanceStatus.RUNNING,
+        InstanceStatus.FAILED,
+        InstanceStatus.STOPPED,
+        InstanceStatus.TERMINATED,
+    }
+)
+
+
+class LaunchFailed(CardhourError):
+    code = "launch_failed"
+
+
+class WaitTimeout(CardhourError):
+    code = "timeout"
+
+
+class Interrupted(CardhourError):
+    code = "interrupted"
+
+
+def launch(
+    ctx: typer.Context,
+    gpu: Annotated[str, typer.Option("--gpu", help="MODEL:COUNT, e.g. H100:1 or A800:8.")],
+    name: Annotated[str | None, typer.Option("--name", help="Instance name.")] = None,
+    image: Annotated[str | None, typer.Option("--image", help="Image id.")] = None,
+    ssh_key: Annotated[
+        str | None,
+        typer.Option("--ssh-key", help="OpenSSH public key, or the path of a .pub file."),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Follow the launch until it runs.")
+    ] = True,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0, help="Seconds to wait for it to run.")
+    ] = 300.0,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+) -> None:
+    """Launch an instance; its cost is held against your balance for one hour up front."""
+    req = parse_gpu_request(gpu)
+    body = InstanceCreate(
+        gpu=req.model, count=req.count, name=name, image=image, ssh_key=_read_key(ssh_key)
+    )
+    with connect(ctx, url, api_key) as client:
+        inst = client.create_instance(body)
+        if not as_json:
+            out.print(
+                f"launching [bold]{escape(inst.name)}[/]: {inst.count} × {escape(inst.gpu)} "
+                f"at {inst.price_per_card_hour} {inst.currency} per card-hour (id {inst.id})"
+            )
+        if wait:
+            inst = _follow(client, inst, timeout, show=not as_json)
+        elif not as_json:
+            out.print(f"follow it with `cardhour status {escape(inst.name)}`")
+    if as_json:
+        print_json(inst)
+    elif inst.status == InstanceStatus.RUNNING:
+        out.print(f"[green]{escape(inst.name)} is running[/]")
+        for key, value in connection_rows(inst):
+            out.print(f"  {key}: {value}")
+    if wait and inst.status != InstanceStatus.RUNNING:
+        reason = f": {inst.status_reason}" if inst.status_reason else ""
+        raise LaunchFailed(f"{inst.name} is {inst.status}{reason}")
+
+
+def _read_key(value: str | None) -> str | None:
+    """`--ssh-key` as key text: read from the file it names, or taken as an OpenSSH key."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.is_file():
+        try:
+            return path.read_text().strip()
+        except OSError as exc:
+            raise InvalidInput(f"cannot read ssh key {path}: {exc.strerror}") from exc
+    if value.startswith(("ssh-", "ecdsa-", "sk-")):
+        return value.strip()
+    raise InvalidInput(f"--ssh-key {value!r} is neither a file nor an OpenSSH public key")
+
+
+def _follow(client: CardhourClient, inst: InstanceRead, timeout: float, show: bool) -> InstanceRead:
+    """Poll until the instance settles; print each new event as a stage line when `show`."""
+    deadline = time.monotonic() + timeout
+    shown = 0
+    try:
+        while True:
+            if show:
+                for event in inst.events[shown:]:
+                    reason = f" ({escape(event.reason)})" if event.reason else ""
+                    out.print(f"  → {status_text(event.to_status)}{reason}")
+                shown = len(inst.events)
+            if inst.status in SETTLED:
+                return inst
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(
+                    f"{inst.name} is still {inst.status} after {timeout:g} s; "
+                    f"follow it with `cardhour status {inst.name}`"
+                )
+            time.sleep(POLL_SECONDS)
+            inst = client.get_instance(inst.id)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"stopped waiting; {inst.name} keeps launching: `cardhour status {inst.name}`"
+        ) from None

@@ -1,0 +1,81 @@
+"""The `cardhour` command: one Typer app, one module per noun.
+
+Exit codes: 0 success; 2 for any expected error (`ApiError`, `CardhourError`), printed as one
+line `error: CODE: MESSAGE` on stderr, and for usage errors (Typer's default).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Annotated, ParamSpec, TypeVar
+
+import typer
+
+from cardhour.cli import auth, balance, instances, launch, offers, up
+from cardhour.cli.common import Connection
+from cardhour.client import ApiError
+from cardhour.core.errors import CardhourError
+
+ERROR_EXIT = 2
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_line_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a command: an expected error becomes one stderr line and exit code 2."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except (ApiError, CardhourError) as exc:
+            message = " ".join(exc.message.split())  # one line, whatever the server sent
+            typer.echo(f"error: {exc.code}: {message}", err=True)
+            raise typer.Exit(ERROR_EXIT) from None
+
+    return run
+
+
+app = typer.Typer(
+    name="cardhour",
+    help="cardhour: rent GPUs by the card-hour, or run your own GPU cloud (`cardhour up`).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None,
+        typer.Option("--url", envvar="CARDHOUR_URL", help="Server URL for every command."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="CARDHOUR_API_KEY", help="API key for every command."),
+    ] = None,
+) -> None:
+    ctx.obj = Connection(url, api_key)
+
+
+COMMANDS: dict[str, Callable[..., None]] = {
+    "signup": auth.signup,
+    "login": auth.login,
+    "offers": offers.offers,
+    "launch": launch.launch,
+    "status": instances.status,
+    "stop": instances.stop,
+    "start": instances.start,
+    "down": instances.down,
+    "balance": balance.balance,
+    "up": up.up,
+}
+for _name, _command in COMMANDS.items():
+    app.command(_name)(_one_line_errors(_command))
+
+
+def main() -> None:
+    """Console-script entry point (`cardhour = "cardhour.cli.main:main"`)."""
+    app()

@@ -1,0 +1,97 @@
+"""Rich renderings of instances, shared by `launch` and `status`. Server text is escaped."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.markup import escape
+from rich.table import Table
+
+from cardhour.api.schemas import InstanceRead
+from cardhour.core.states import InstanceStatus
+
+_STYLES: dict[str, str] = {
+    InstanceStatus.RUNNING: "green",
+    InstanceStatus.PENDING: "yellow",
+    InstanceStatus.PROVISIONING: "yellow",
+    InstanceStatus.STOPPING: "yellow",
+    InstanceStatus.FAILED: "red",
+}
+
+
+def status_text(status: str) -> str:
+    """The status as markup, coloured by what it means for the user."""
+    style = _STYLES.get(status, "dim")  # StrEnum members hash like their values
+    return f"[{style}]{escape(status)}[/]"
+
+
+def when(at: datetime) -> str:
+    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def instance_table(instances: list[InstanceRead]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("NAME", "STATUS", "GPUS", "WHERE", "PER CARD-HOUR", "COST SO FAR", "CREATED"):
+        table.add_column(column, no_wrap=column != "NAME")
+    for i in instances:
+        table.add_row(
+            escape(i.name),
+            status_text(i.status),
+            escape(f"{i.count} × {i.gpu}"),
+            escape(i.data_centre or "-"),
+            f"{i.price_per_card_hour} {i.currency}",
+            f"{i.cost_so_far} {i.currency}",
+            when(i.created_at),
+        )
+    return table
+
+
+def instance_detail(i: InstanceRead) -> Table:
+    """Key/value facts of one instance, including how to connect when it is running."""
+    table = Table(box=None, show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    status = status_text(i.status)
+    if i.status_reason:
+        status += f" ({escape(i.status_reason)})"
+    rows = [
+        ("name", escape(i.name)),
+        ("id", escape(i.id)),
+        ("status", status),
+        ("gpus", escape(f"{i.count} × {i.gpu}")),
+        ("image", escape(i.image)),
+        ("plan", escape(i.plan)),
+        ("data centre", escape(i.data_centre or "-")),
+        ("nodes", escape(", ".join(i.nodes) or "-")),
+        ("price", f"{i.price_per_card_hour} {i.currency} per card-hour"),
+        ("cost so far", f"{i.cost_so_far} {i.currency}"),
+        ("created", when(i.created_at)),
+        *connection_rows(i),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def connection_rows(i: InstanceRead) -> list[tuple[str, str]]:
+    """How to reach the instance: the ssh command first, then the backend's notes."""
+    conn = i.connection or {}
+    order = ["ssh", "host", "port", "user", "note"]
+    keys = [k for k in order if k in conn] + sorted(
+        k for k in conn if k not in order and k not in ("nodes", "image")
+    )
+    return [(k.replace("_", " "), escape(str(conn[k]))) for k in keys]
+
+
+def events_table(i: InstanceRead) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("AT", "FROM", "TO", "REASON"):
+        table.add_column(column)
+    for e in i.events:
+        table.add_row(
+            when(e.at),
+            escape(e.from_status or "-"),
+            status_text(e.to_status),
+            escape(e.reason or ""),
+        )
+    return table

@@ -1,0 +1,118 @@
+"""`cardhour up`: the embedded server — API, console and reconcilers in this one process.
+
+Order: settings (flags over `CARDHOUR_*` env) → platform → admin account → listening socket →
+reconciler threads → banner → uvicorn. The banner's first line, `cardhour is up at URL`, is
+printed (and flushed) once the socket accepts connections. Ctrl-C or SIGTERM stops uvicorn,
+then the platform. Server-side modules are imported inside `up` so that every other command
+starts fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+from cardhour.core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from cardhour.settings import Settings
+
+
+def up(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Listen address (default: 127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port; 0 picks a free one (default: 8000).")
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Database and state (default: .cardhour).")
+    ] = None,
+) -> None:
+    """Run cardhour here: API, web console and a simulated GPU fleet."""
+    import uvicorn
+
+    from cardhour.api.app import create_app
+    from cardhour.platform import Platform
+
+    settings = _settings(host, port, data_dir)
+    platform = Platform(settings)
+    try:
+        email, password = platform.bootstrap_admin()
+        sock = _listen(settings.host, settings.port)
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(platform), log_level="info", access_log=False)
+        )
+        signal.signal(signal.SIGTERM, _interrupt)
+        platform.start()
+        url = _url(settings.host, sock.getsockname()[1])
+        _banner(url, email, password, settings.data_dir)
+        # uvicorn shuts down gracefully on a signal, then re-raises it: KeyboardInterrupt here.
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+    finally:
+        platform.stop()
+    typer.echo("cardhour stopped", err=True)
+
+
+def _settings(host: str | None, port: int | None, data_dir: Path | None) -> Settings:
+    """Settings from the environment with the given flags on top; errors as one line."""
+    from cardhour.settings import Settings
+
+    flags: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir}
+    try:
+        return Settings(**{k: v for k, v in flags.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(f"setting {where}: {first['msg']}") from exc
+    except SettingsError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind and listen now, so port 0 resolves to a real port before the banner names it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
+def _interrupt(_sig: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _url(host: str, port: int) -> str:
+    """A URL a local client can use: wildcard addresses become loopback."""
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+
+def _banner(url: str, email: str, password: str | None, data_dir: Path) -> None:
+    secret = password if password is not None else "(unchanged; see CARDHOUR_ADMIN_PASSWORD)"
+    lines = [
+        f"cardhour is up at {url}",
+        f"  console   {url}/",
+        f"  API docs  {url}/api/docs",
+        f"  admin     {email}  password: {secret}",
+        f"  data      {data_dir.resolve()}",
+        "",
+        "Try it from another terminal:",
+        f"  cardhour signup --url {url}",
+        f"  cardhour offers --gpu H100:8 --url {url}",
+        f"  cardhour launch --gpu H100:1 --name demo --url {url}",
+        f"  cardhour status --url {url}",
+        f"  cardhour down demo --url {url}",
+        "",
+        "Press Ctrl-C to stop.",
+    ]
+    typer.echo("\n".join(lines))  # click.echo flushes: a pipe sees the banner at once
