@@ -12,6 +12,7 @@ import secrets
 import threading
 from pathlib import Path
 
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from cardhour.backends.base import Backend
@@ -46,8 +47,14 @@ class Platform:
         self.catalog = load_catalog(settings.fleet_file)
         self.trial_credit = Money.parse(settings.trial_credit, self.catalog.currency)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.engine = make_engine(settings.resolved_database_url())
-        upgrade(self.engine)
+        url = settings.resolved_database_url()
+        try:
+            self.engine = make_engine(url)
+            upgrade(self.engine)
+        except (ArgumentError, OperationalError, NoSuchModuleError) as exc:
+            raise InvalidInput(
+                f"cannot use database {url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
+            ) from exc
         self.sessions: sessionmaker[Session] = make_sessionmaker(self.engine)
         self.backend = backend or self._make_backend()
         self.policy = policy or SimplePolicy()
@@ -82,8 +89,8 @@ class Platform:
             state_file=self.settings.data_dir / "sim-state.json",
         )
 
-    def bootstrap_admin(self) -> tuple[str, str | None]:
-        """Create the admin on first start. Returns (email, password or None if it existed).
+    def bootstrap_admin(self) -> tuple[str, str]:
+        """Create the admin on first start. Returns (email, password).
 
         The password comes from CARDHOUR_ADMIN_PASSWORD or is generated and kept in
         `<data_dir>/admin-password` (mode 0600) so `cardhour up` can print it again.

@@ -31,8 +31,10 @@ def when(at: datetime) -> str:
 
 def instance_table(instances: list[InstanceRead]) -> Table:
     table = Table(box=None, header_style="bold")
-    for column in ("NAME", "STATUS", "GPUS", "WHERE", "PER CARD-HOUR", "COST SO FAR", "CREATED"):
-        table.add_column(column, no_wrap=column != "NAME")
+    name_width = max([4, *(len(i.name) for i in instances)])
+    table.add_column("NAME", no_wrap=True, min_width=name_width)
+    for column in ("STATUS", "GPUS", "WHERE", "PER CARD-HOUR", "COST SO FAR", "CREATED"):
+        table.add_column(column, no_wrap=True)
     for i in instances:
         table.add_row(
             escape(i.name),

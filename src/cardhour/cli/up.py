@@ -97,13 +97,12 @@ def _url(host: str, port: int) -> str:
     return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
 
 
-def _banner(url: str, email: str, password: str | None, data_dir: Path) -> None:
-    secret = password if password is not None else "(unchanged; see CARDHOUR_ADMIN_PASSWORD)"
+def _banner(url: str, email: str, password: str, data_dir: Path) -> None:
     lines = [
         f"cardhour is up at {url}",
         f"  console   {url}/",
         f"  API docs  {url}/api/docs",
-        f"  admin     {email}  password: {secret}",
+        f"  admin     {email}  password: {password}",
         f"  data      {data_dir.resolve()}",
         "",
         "Try it from another terminal:",
