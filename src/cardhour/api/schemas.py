@@ -137,3 +137,15 @@ class HealthRead(BaseModel):
     version: str
     database: str
     backend: str
+
+
+class NodeRead(BaseModel):
+    id: str
+    data_centre: str
+    gpu: str
+    gpu_count: int
+    used_gpus: list[int]
+    free_gpus: int
+    ib_leaf: str | None
+    ib_spine: str | None
+    schedulable: bool

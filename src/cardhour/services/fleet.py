@@ -74,3 +74,9 @@ def snapshot(session: Session, all_free: bool = False) -> Snapshot:
         free = [g for g in range(row.gpu_count) if g not in taken]
         nodes.append(NodeState(spec_of(row), free, row.allocation_version, row.schedulable))
     return Snapshot(nodes)
+
+
+def node_usage(session: Session) -> list[tuple[NodeRow, list[int]]]:
+    """Every node with the indices of its GPUs in use (the operator's fleet view)."""
+    used = store.used_gpus_by_node(session)
+    return [(row, sorted(used.get(row.id, set()))) for row in store.list_nodes(session)]
