@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from cardhour.backends.base import LaunchSpec
 from cardhour.backends.sim import SimBackend
 from cardhour.db.engine import transaction
+from cardhour.reconcilers.provisioning import launch_spec
 from cardhour.services import provisioning
 from tests.conftest import Api
 
@@ -18,16 +18,7 @@ def test_crash_after_launch_is_finished_by_the_next_worker(api: Api) -> None:
     with transaction(api.platform.sessions) as s:
         (claim,) = provisioning.claim(s, api.clock.now(), lease_seconds=60)
     assert claim.external_name is not None
-    backend.launch(
-        LaunchSpec(
-            claim.external_name,
-            claim.gpu_model,
-            claim.gpu_count,
-            claim.gpus_by_node,
-            claim.image,
-            claim.ssh_key,
-        )
-    )
+    backend.launch(launch_spec(claim))
     # ... the worker dies here. While its lease lasts, nobody else touches the row:
     api.settle(30)
     row = api.client.get(f"/api/v1/instances/{inst['id']}", headers=headers).json()

@@ -69,65 +69,55 @@ def home(request: Request) -> Response:
     return RedirectResponse("/gpus" if _who(request) else "/signin", status_code=303)
 
 
-@router.get("/signup", response_class=HTMLResponse)
-def signup_page(request: Request) -> Response:
+def _auth_page(request: Request, signup: bool, status: int = 200, **ctx: Any) -> Response:
     p = _platform(request)
+    heading, action = ("Sign up", "/signup") if signup else ("Sign in", "/signin")
     return _page(
         request,
         "auth.html",
         None,
-        heading="Sign up",
-        action="/signup",
+        status,
+        heading=heading,
+        action=action,
         trial_credit=p.trial_credit.format(),
+        **ctx,
     )
+
+
+def _auth_post(request: Request, signup: bool, email: str, password: str) -> Response:
+    """Sign up or sign in, then start a console session (an HttpOnly cookie)."""
+    p = _platform(request)
+    now = p.clock.now()
+    try:
+        with transaction(p.sessions) as session:
+            if signup:
+                user = accounts.sign_up(session, email, password, now, p.trial_credit)
+            else:
+                user = accounts.sign_in(session, email, password)
+            key = accounts.create_key(session, user, now, "console", kind="session")
+    except CardhourError as exc:
+        return _auth_page(request, signup, exc.http_status, error=exc.message, email=email)
+    return _session_cookie(key.secret, p.settings.secure_cookies)
+
+
+@router.get("/signup", response_class=HTMLResponse)
+def signup_page(request: Request) -> Response:
+    return _auth_page(request, signup=True)
 
 
 @router.post("/signup")
 def signup(request: Request, email: str = Form(""), password: str = Form("")) -> Response:
-    p = _platform(request)
-    try:
-        with transaction(p.sessions) as session:
-            user = accounts.sign_up(session, email, password, p.clock.now(), p.trial_credit)
-            key = accounts.create_key(session, user, p.clock.now(), "console", kind="session")
-    except CardhourError as exc:
-        return _page(
-            request,
-            "auth.html",
-            None,
-            exc.http_status,
-            heading="Sign up",
-            action="/signup",
-            error=exc.message,
-            email=email,
-            trial_credit=p.trial_credit.format(),
-        )
-    return _session_cookie(key.secret, p.settings.secure_cookies)
+    return _auth_post(request, True, email, password)
 
 
 @router.get("/signin", response_class=HTMLResponse)
 def signin_page(request: Request) -> Response:
-    return _page(request, "auth.html", None, heading="Sign in", action="/signin")
+    return _auth_page(request, signup=False)
 
 
 @router.post("/signin")
 def signin(request: Request, email: str = Form(""), password: str = Form("")) -> Response:
-    p = _platform(request)
-    try:
-        with transaction(p.sessions) as session:
-            user = accounts.sign_in(session, email, password)
-            key = accounts.create_key(session, user, p.clock.now(), "console", kind="session")
-    except CardhourError as exc:
-        return _page(
-            request,
-            "auth.html",
-            None,
-            exc.http_status,
-            heading="Sign in",
-            action="/signin",
-            error=exc.message,
-            email=email,
-        )
-    return _session_cookie(key.secret, p.settings.secure_cookies)
+    return _auth_post(request, False, email, password)
 
 
 @router.post("/signout")

@@ -19,6 +19,18 @@ from cardhour.services.provisioning import Claim
 log = logging.getLogger("cardhour.reconcilers.provisioning")
 
 
+def launch_spec(claim: Claim) -> LaunchSpec:
+    assert claim.external_name is not None
+    return LaunchSpec(
+        claim.external_name,
+        claim.gpu_model,
+        claim.gpu_count,
+        claim.gpus_by_node,
+        claim.image,
+        claim.ssh_key,
+    )
+
+
 class ProvisioningReconciler(Reconciler):
     name = "provisioning"
 

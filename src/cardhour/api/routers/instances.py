@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, Depends
 
 from cardhour.api import convert, schemas
 from cardhour.api.deps import Ctx, get_ctx
+from cardhour.db.models import InstanceRow
 from cardhour.services import instances
 from cardhour.services.instances import LaunchRequest
 
@@ -38,25 +41,27 @@ def show(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
         return convert.instance(session, instances.get(session, user, ident), events=True)
 
 
-@router.post("/{ident}/stop", response_model=schemas.InstanceRead)
-def stop(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
+def _act(ctx: Ctx, ident: str, action: Callable[..., InstanceRow]) -> schemas.InstanceRead:
+    """Record the user's intent, commit, then wake the reconcilers that carry it out."""
     with ctx.user_tx() as (session, user):
-        result = convert.instance(session, instances.stop(session, user, ident, ctx.now))
+        result = convert.instance(session, action(session, user, ident, ctx.now))
     ctx.platform.wake()
     return result
+
+
+@router.post("/{ident}/stop", response_model=schemas.InstanceRead)
+def stop(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
+    """Billing stops at once; the GPUs are released (a later start may land elsewhere)."""
+    return _act(ctx, ident, instances.stop)
 
 
 @router.post("/{ident}/start", response_model=schemas.InstanceRead)
 def start(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
-    with ctx.user_tx() as (session, user):
-        result = convert.instance(session, instances.start(session, user, ident, ctx.now))
-    ctx.platform.wake()
-    return result
+    """A stopped instance goes back to the scheduler; the balance must cover an hour."""
+    return _act(ctx, ident, instances.start)
 
 
 @router.delete("/{ident}", response_model=schemas.InstanceRead)
 def terminate(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
-    with ctx.user_tx() as (session, user):
-        result = convert.instance(session, instances.terminate(session, user, ident, ctx.now))
-    ctx.platform.wake()
-    return result
+    """Idempotent."""
+    return _act(ctx, ident, instances.terminate)
