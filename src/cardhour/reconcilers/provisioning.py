@@ -9,7 +9,13 @@ import logging
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cardhour.backends.base import Backend, BackendError, LaunchSpec, MachineState
+from cardhour.backends.base import (
+    Backend,
+    BackendError,
+    LaunchSpec,
+    MachineState,
+    ProvisioningFailed,
+)
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
@@ -48,6 +54,12 @@ class ProvisioningReconciler(Reconciler):
         for claim in claims:
             try:
                 changed |= self._work(claim)
+            except ProvisioningFailed as exc:
+                log.warning("provisioning %s failed: %s", claim.external_name, exc)
+                if claim.status == "provisioning":
+                    changed |= self._fail(claim, f"provisioning failed: {exc}")
+                else:
+                    self._release(claim)
             except BackendError as exc:
                 log.warning("backend error on %s: %s", claim.external_name, exc)
                 self._release(claim)
@@ -62,16 +74,7 @@ class ProvisioningReconciler(Reconciler):
                 return False
             with transaction(self.sessions) as session:
                 return provisioning.apply_released(session, claim, self.clock.now())
-        self.backend.launch(
-            LaunchSpec(
-                claim.external_name,
-                claim.gpu_model,
-                claim.gpu_count,
-                claim.gpus_by_node,
-                claim.image,
-                claim.ssh_key,
-            )
-        )
+        self.backend.launch(launch_spec(claim))
         polled = self.backend.poll(claim.external_name)
         if polled.state == MachineState.RUNNING:
             with transaction(self.sessions) as session:
@@ -79,12 +82,16 @@ class ProvisioningReconciler(Reconciler):
                     session, claim, polled.connection, self.clock.now()
                 )
         if polled.state in (MachineState.FAILED, MachineState.GONE):
-            self.backend.terminate(claim.external_name)
-            with transaction(self.sessions) as session:
-                message = polled.message or "the backend lost the machine"
-                return provisioning.apply_failed(session, claim, message, self.clock.now())
+            return self._fail(claim, polled.message or "the backend lost the machine")
         self._release(claim)
         return False
+
+    def _fail(self, claim: Claim, message: str) -> bool:
+        """Clean up whatever the backend has (idempotent), then record the failure."""
+        assert claim.external_name is not None
+        self.backend.terminate(claim.external_name)
+        with transaction(self.sessions) as session:
+            return provisioning.apply_failed(session, claim, message, self.clock.now())
 
     def _release(self, claim: Claim) -> None:
         with transaction(self.sessions) as session:
