@@ -10,8 +10,10 @@ starts fast.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import socket
+import sys
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
@@ -97,7 +99,19 @@ def _url(host: str, port: int) -> str:
     return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
 
 
+def _command_name() -> str:
+    """`cardhour` when that is on PATH, else the path this process was started as."""
+    own = Path(sys.argv[0]).resolve()
+    found = shutil.which("cardhour")
+    if found and Path(found).resolve() == own:
+        return "cardhour"
+    with contextlib.suppress(ValueError):
+        return str(own.relative_to(Path.cwd()))
+    return str(own)
+
+
 def _banner(url: str, email: str, password: str, data_dir: Path) -> None:
+    cmd = _command_name()
     lines = [
         f"cardhour is up at {url}",
         f"  console   {url}/",
@@ -106,11 +120,11 @@ def _banner(url: str, email: str, password: str, data_dir: Path) -> None:
         f"  data      {data_dir.resolve()}",
         "",
         "Try it from another terminal:",
-        f"  cardhour signup --url {url}",
-        f"  cardhour offers --gpu H100:8 --url {url}",
-        f"  cardhour launch --gpu H100:1 --name demo --url {url}",
-        f"  cardhour status --url {url}",
-        f"  cardhour down demo --url {url}",
+        f"  {cmd} signup --url {url}",
+        f"  {cmd} offers --gpu H100:8 --url {url}",
+        f"  {cmd} launch --gpu H100:1 --name demo --url {url}",
+        f"  {cmd} status --url {url}",
+        f"  {cmd} down demo --url {url}",
         "",
         "Press Ctrl-C to stop.",
     ]
