@@ -46,7 +46,10 @@ class Platform:
         self.clock = clock or SystemClock()
         self.catalog = load_catalog(settings.fleet_file)
         self.trial_credit = Money.parse(settings.trial_credit, self.catalog.currency)
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidInput(f"cannot use data dir {settings.data_dir}: {exc.strerror}") from exc
         url = settings.resolved_database_url()
         try:
             self.engine = make_engine(url)
@@ -63,7 +66,10 @@ class Platform:
         self.scheduler = SchedulingReconciler(self.sessions, self.clock, self.catalog, self.policy)
         self.provisioner = ProvisioningReconciler(self.sessions, self.clock, self.backend, lease)
         self.meter = MeteringReconciler(
-            self.sessions, self.clock, settings.reconcilers.autostop_margin_seconds
+            self.sessions,
+            self.clock,
+            settings.reconcilers.autostop_margin_seconds,
+            settings.reconcilers.charge_interval_seconds,
         )
         self.reconcilers: list[Reconciler] = [
             self.inventory,

@@ -17,7 +17,6 @@ class SimSettings(BaseModel):
     provision_seconds: float = Field(
         default=3.0, ge=0, description="Simulated time from launch to a running instance."
     )
-    stop_seconds: float = Field(default=1.0, ge=0, description="Simulated time to release a node.")
     fail_rate: float = Field(
         default=0.0, ge=0, le=1, description="Share of launches the simulator fails (0..1)."
     )
@@ -26,6 +25,11 @@ class SimSettings(BaseModel):
 class ReconcilerSettings(BaseModel):
     interval_seconds: float = Field(default=1.0, gt=0, description="Loop period when idle.")
     lease_seconds: int = Field(default=60, gt=0, description="How long a claim on a row lasts.")
+    charge_interval_seconds: int = Field(
+        default=60,
+        ge=0,
+        description="Post usage to the ledger at most this often per running instance.",
+    )
     autostop_margin_seconds: int = Field(
         default=10,
         ge=0,

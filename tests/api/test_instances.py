@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from cardhour.backends.sim import SimBackend
 from cardhour.db.engine import transaction
@@ -144,9 +144,12 @@ def test_stop_start_and_idempotent_terminate(api: Api) -> None:
         api.settle()
     final = _get(api, headers, inst["id"])
     assert final["status"] == "terminated"
-    assert Decimal(final["cost_so_far"]) == (Decimal(300) * Decimal("1.90") / 3600).quantize(
-        Decimal("0.000001")
+    # two running segments, each rated on its own and rounded half up to the micro-unit
+    per_second = Decimal("1.90") / 3600
+    expected = sum(
+        (Decimal(n) * per_second).quantize(Decimal("0.000001"), ROUND_HALF_UP) for n in (100, 200)
     )
+    assert Decimal(final["cost_so_far"]) == expected == Decimal("0.158334")
     r = api.client.post(f"/api/v1/instances/{inst['id']}/start", headers=headers)
     assert (r.status_code, r.json()["error"]["code"]) == (409, "invalid_transition")
 

@@ -28,3 +28,32 @@ def test_crash_after_launch_is_finished_by_the_next_worker(api: Api) -> None:
     assert row["status"] == "running"
     assert backend.machines() == [claim.external_name]
     assert [c for c in backend.calls if c[0] == "launch"] == [("launch", claim.external_name)] * 2
+
+
+def test_a_worker_overtaken_after_launching_removes_what_it_created(api: Api) -> None:
+    """Worker A claims and is slow; the user stops; worker B releases; then A's launch lands.
+    A must not leave a machine behind on GPUs the database has already freed."""
+    headers = api.signup()
+    api.client.post("/api/v1/instances", headers=headers, json={"gpu": "H100", "name": "x"})
+    api.platform.scheduler.step()
+    with transaction(api.platform.sessions) as s:
+        (claim_a,) = provisioning.claim(s, api.clock.now(), lease_seconds=60)
+    assert api.client.post("/api/v1/instances/x/stop", headers=headers).status_code == 200
+    api.platform.provisioner.step()  # worker B
+    assert api.client.get("/api/v1/instances/x", headers=headers).json()["status"] == "stopped"
+    assert api.platform.provisioner._work(claim_a) is False  # worker A's late launch
+    assert api.platform.backend.machines() == []  # type: ignore[attr-defined]
+
+
+def test_slow_provisioning_does_not_starve_a_stop(api: Api) -> None:
+    backend = api.platform.backend
+    assert isinstance(backend, SimBackend)
+    backend.provision_seconds = 10_000
+    headers = api.signup()
+    api.top_up(headers, "100")
+    for i in range(21):  # more than one claim batch (20)
+        api.client.post("/api/v1/instances", headers=headers, json={"gpu": "A800", "name": f"s{i}"})
+    api.settle()
+    api.client.post("/api/v1/instances/s20/stop", headers=headers)
+    api.settle()
+    assert api.client.get("/api/v1/instances/s20", headers=headers).json()["status"] == "stopped"

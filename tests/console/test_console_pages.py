@@ -44,6 +44,15 @@ def test_console_flow_and_protections(platform: Platform) -> None:
         stolen = bob.post(f"/instances/{ident.group(1)}/terminate", data={"csrf": bob_csrf})
         assert stolen.status_code == 404
 
+        for form in ({"gpu": "B200", "count": "1"}, {"gpu": "H100", "count": "abc"}):
+            page = alice.post("/instances", data={**form, "csrf": csrf})
+            assert page.status_code == 422 and 'class="error"' in page.text, page.text
+        for count in ("-1", "0"):
+            shown = alice.get("/console/quote", params={"gpu": "H100", "count": count}).text
+            assert "between 1 and" in shown and "CNY/hour" not in shown
+        forged_signout = alice.post("/signout", data={"csrf": "nope"})
+        assert forged_signout.status_code == 200 and alice.get("/gpus").url.path == "/gpus"
+
         quote = alice.get("/console/quote", params={"gpu": "H100", "count": "16"})
         assert "2 whole nodes under one IB leaf" in quote.text
         assert (

@@ -7,13 +7,16 @@ import json
 from sqlalchemy.orm import Session
 
 from cardhour.api import schemas
+from cardhour.core.clock import as_utc
 from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow, UserRow
 from cardhour.services import catalog, instances
 
 
 def user(row: UserRow) -> schemas.UserRead:
-    return schemas.UserRead(id=row.id, email=row.email, role=row.role, created_at=row.created_at)
+    return schemas.UserRead(
+        id=row.id, email=row.email, role=row.role, created_at=as_utc(row.created_at)
+    )
 
 
 def quote(q: catalog.Quote) -> schemas.QuoteRead:
@@ -72,11 +75,11 @@ def instance(session: Session, row: InstanceRow, events: bool = False) -> schema
         price_per_card_hour=Money(row.price_micros, row.currency).display(),
         cost_so_far=Money(row.billed_micros, row.currency).exact_str(),
         connection=json.loads(row.connection) if row.connection else None,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
         events=[
             schemas.EventRead(
-                at=e.at, from_status=e.from_status, to_status=e.to_status, reason=e.reason
+                at=as_utc(e.at), from_status=e.from_status, to_status=e.to_status, reason=e.reason
             )
             for e in instances.events_of(session, row)
         ]

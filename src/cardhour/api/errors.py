@@ -7,9 +7,12 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cardhour.core.errors import CardhourError
+
+RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock detected
 
 log = logging.getLogger("cardhour.api")
 
@@ -28,8 +31,20 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"] if p != "body")
+        where = ".".join(str(p) for p in first["loc"] if p != "body") or "body"
         return error_response(422, "invalid_input", f"{where}: {first['msg']}")
+
+    @app.exception_handler(IntegrityError)
+    async def _integrity(_req: Request, exc: IntegrityError) -> JSONResponse:
+        log.info("integrity error mapped to 409: %s", exc.orig)
+        return error_response(409, "conflict", "a concurrent request changed the same thing")
+
+    @app.exception_handler(OperationalError)
+    async def _operational(_req: Request, exc: OperationalError) -> JSONResponse:
+        if getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES:
+            return error_response(409, "busy", "a concurrent request held the same rows; retry")
+        log.exception("database error", exc_info=exc)
+        return error_response(503, "database_unavailable", "the database is not available")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 
 class ErrorBody(BaseModel):
@@ -98,7 +98,7 @@ class OfferRead(BaseModel):
 
 class InstanceCreate(BaseModel):
     gpu: str = Field(examples=["H100"])
-    count: int = Field(default=1, examples=[1])
+    count: StrictInt = Field(default=1, examples=[1])
     name: str | None = Field(default=None, examples=["my-h100"])
     image: str | None = Field(default=None, examples=["pytorch-2.3-cuda12.3"])
     ssh_key: str | None = Field(default=None, description="OpenSSH public key.")

@@ -95,15 +95,16 @@ def _read_key(value: str | None) -> str | None:
     """`--ssh-key` as key text: read from the file it names, or taken as an OpenSSH key."""
     if value is None:
         return None
-    path = Path(value).expanduser()
-    if path.is_file():
-        try:
-            return path.read_text().strip()
-        except OSError as exc:
-            raise InvalidInput(f"cannot read ssh key {path}: {exc.strerror}") from exc
     if value.startswith(("ssh-", "ecdsa-", "sk-")):
         return value.strip()
-    raise InvalidInput(f"--ssh-key {value!r} is neither a file nor an OpenSSH public key")
+    path = Path(value).expanduser()
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or "not a text file"
+        raise InvalidInput(
+            f"--ssh-key {value!r} is neither a readable file ({why}) nor an OpenSSH public key"
+        ) from exc
 
 
 def _follow(client: CardhourClient, inst: InstanceRead, timeout: float, show: bool) -> InstanceRead:

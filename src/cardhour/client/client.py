@@ -60,6 +60,8 @@ class CardhourClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        if api_key is not None and not (api_key.isascii() and api_key.isprintable()):
+            raise ApiError(0, "invalid_api_key", "an API key is printable ASCII (it starts ch_)")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         try:
             self._http = httpx.Client(

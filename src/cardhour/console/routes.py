@@ -123,7 +123,10 @@ def signin(request: Request, email: str = Form(""), password: str = Form("")) ->
 @router.post("/signout")
 def signout(request: Request, csrf: str = Form("")) -> Response:
     p = _platform(request)
-    check_csrf(request, csrf)
+    try:
+        check_csrf(request, csrf)
+    except CardhourError:
+        return RedirectResponse("/", status_code=303)  # a forged sign-out does nothing
     with transaction(p.sessions) as session:
         accounts.revoke(session, request.cookies.get(COOKIE, ""), p.clock.now())
     response = RedirectResponse("/signin", status_code=303)
@@ -142,7 +145,10 @@ def _gpus_page(
     with transaction(p.sessions) as session:
         cards = views.inventory_cards(session, p)
         form = form or {"gpu": cards[0]["gpu"] if cards else "", "count": 1, "name": ""}
-        quote = views.quote_view(session, p, form["gpu"], int(form["count"])) if cards else {}
+        try:
+            quote = views.quote_view(session, p, form["gpu"], form["count"]) if cards else {}
+        except CardhourError as exc:
+            quote = {"quote_error": exc.message}
     return _page(
         request,
         "gpus.html",
@@ -165,8 +171,8 @@ def gpus(request: Request) -> Response:
 @router.post("/instances")
 def launch(
     request: Request,
-    gpu: str = Form(...),
-    count: int = Form(1),
+    gpu: str = Form(""),
+    count: str = Form("1"),
     name: str = Form(""),
     image: str = Form(""),
     ssh_key: str = Form(""),
@@ -176,9 +182,11 @@ def launch(
     if who is None:
         return _signin_redirect()
     p = _platform(request)
-    req = LaunchRequest(gpu, count, name or None, image or None, ssh_key or None)
     try:
         check_csrf(request, csrf)
+        req = LaunchRequest(
+            gpu, views.parse_count(count), name or None, image or None, ssh_key or None
+        )
         with transaction(p.sessions) as session:
             instances.create(session, p.catalog, p.policy, who.user, req, p.clock.now())
     except CardhourError as exc:
@@ -237,11 +245,10 @@ def inventory_fragment(request: Request) -> Response:
 def quote_fragment(request: Request, gpu: str = "", count: str = "1") -> Response:
     p = _platform(request)
     try:
-        n = int(count)
         with transaction(p.sessions) as session:
-            ctx = views.quote_view(session, p, gpu, n)
-    except (ValueError, CardhourError) as exc:
-        ctx = {"quote_error": getattr(exc, "message", "enter a whole number of GPUs")}
+            ctx = views.quote_view(session, p, gpu, count)
+    except CardhourError as exc:
+        ctx = {"quote_error": exc.message}
     return templates.TemplateResponse(
         request, "_quote.html", {**ctx, "currency": p.catalog.currency}
     )

@@ -8,6 +8,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from cardhour.core.errors import InvalidInput
+from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import UserRow
@@ -53,7 +55,16 @@ def inventory_cards(session: Session, platform: Platform) -> list[dict[str, Any]
     return cards
 
 
-def quote_view(session: Session, platform: Platform, gpu: str, count: int) -> dict[str, Any]:
+def parse_count(text: str | int) -> int:
+    """A GPU count from a form field; InvalidInput with a readable message otherwise."""
+    try:
+        return validate_gpu_count(int(str(text).strip()))
+    except ValueError as exc:
+        raise InvalidInput("enter a whole number of GPUs") from exc
+
+
+def quote_view(session: Session, platform: Platform, gpu: str, count: str | int) -> dict[str, Any]:
+    count = parse_count(count)
     offers = catalog.offers(session, platform.catalog, platform.policy, gpu, count)
     if not offers:
         return {"quote_error": f"no {gpu} in this fleet"}

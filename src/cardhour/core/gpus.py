@@ -39,13 +39,13 @@ class GpuRequest:
     count: int
 
 
-_REQUEST = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9 _\-]*?)\s*(?::\s*(\d+))?\s*$")
+_REQUEST = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9 _\-]{0,40}?)\s*(?::\s*(\d{1,6}))?\s*")
 MAX_GPUS_PER_REQUEST = 1024
 
 
 def parse_gpu_request(text: str, default_count: int = 1) -> GpuRequest:
     """Parse `MODEL[:COUNT]`; raises InvalidInput with one clear line on anything else."""
-    match = _REQUEST.match(text or "")
+    match = _REQUEST.fullmatch(text or "")
     if not match:
         raise InvalidInput(f"bad GPU request {text!r}: expected MODEL[:COUNT], e.g. H100:8")
     count = int(match.group(2)) if match.group(2) else default_count

@@ -14,6 +14,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -113,7 +114,18 @@ class AllocationRow(Base):
 
 class InstanceRow(Base):
     __tablename__ = "instances"
-    __table_args__ = (Index("ix_instances_status", "status"),)
+    __table_args__ = (
+        Index("ix_instances_status", "status"),
+        # a name is unique among an owner's instances that are not terminated
+        Index(
+            "uq_instances_owner_live_name",
+            "owner_id",
+            "name",
+            unique=True,
+            sqlite_where=text("status <> 'terminated'"),
+            postgresql_where=text("status <> 'terminated'"),
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
@@ -127,14 +139,16 @@ class InstanceRow(Base):
     status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     desired: Mapped[str] = mapped_column(String(16))  # "running" | "stopped" | "terminated"
     data_centre: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    price_micros: Mapped[int] = mapped_column(BigInteger)  # per card-hour, fixed at launch
+    price_micros: Mapped[int] = mapped_column(BigInteger)  # per card-hour, fixed at placement
     currency: Mapped[str] = mapped_column(String(3))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     external_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
     connection: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON
     running_since: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     usage_closed: Mapped[int] = mapped_column(BigInteger, default=0)  # milli-GPU-seconds
-    billed_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    billed_micros: Mapped[int] = mapped_column(BigInteger, default=0)  # charged in all
+    billed_closed_micros: Mapped[int] = mapped_column(BigInteger, default=0)  # finished segments
+    charged_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     lease_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)

@@ -34,6 +34,7 @@ class Reconciler(ABC):
 
     def run(self, stop: threading.Event, interval: float) -> None:
         while not stop.is_set():
+            self._wake.clear()  # a wake() during the step below makes the wait return at once
             busy = False
             try:
                 busy = self.step()
@@ -41,4 +42,3 @@ class Reconciler(ABC):
                 log.exception("%s step failed; retrying", self.name)
             if not busy:
                 self._wake.wait(interval)
-                self._wake.clear()

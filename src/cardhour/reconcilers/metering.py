@@ -1,4 +1,4 @@
-"""Charges running instances every tick and stops those whose owner's balance ran out."""
+"""Charges running instances on a cadence and stops those whose owner's balance ran out."""
 
 from __future__ import annotations
 
@@ -13,11 +13,20 @@ from cardhour.services.autostop import meter_and_autostop
 class MeteringReconciler(Reconciler):
     name = "metering"
 
-    def __init__(self, sessions: sessionmaker[Session], clock: Clock, margin_seconds: int) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        clock: Clock,
+        margin_seconds: int,
+        charge_every_seconds: int,
+    ) -> None:
         super().__init__(sessions, clock)
         self.margin_seconds = margin_seconds
+        self.charge_every_seconds = charge_every_seconds
 
     def step(self) -> bool:
         with transaction(self.sessions) as session:
-            result = meter_and_autostop(session, self.clock.now(), self.margin_seconds)
+            result = meter_and_autostop(
+                session, self.clock.now(), self.margin_seconds, self.charge_every_seconds
+            )
         return bool(result.stopped)

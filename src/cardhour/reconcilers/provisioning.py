@@ -58,11 +58,10 @@ class ProvisioningReconciler(Reconciler):
                 log.warning("provisioning %s failed: %s", claim.external_name, exc)
                 if claim.status == "provisioning":
                     changed |= self._fail(claim, f"provisioning failed: {exc}")
-                else:
-                    self._release(claim)
-            except BackendError as exc:
+            except BackendError as exc:  # the lease expires and a later pass retries
                 log.warning("backend error on %s: %s", claim.external_name, exc)
-                self._release(claim)
+            except Exception:  # noqa: BLE001 - one bad row must not stall the others
+                log.exception("provisioning step failed on %s", claim.instance_id)
         return changed
 
     def _work(self, claim: Claim) -> bool:
@@ -76,15 +75,18 @@ class ProvisioningReconciler(Reconciler):
                 return provisioning.apply_released(session, claim, self.clock.now())
         self.backend.launch(launch_spec(claim))
         polled = self.backend.poll(claim.external_name)
-        if polled.state == MachineState.RUNNING:
-            with transaction(self.sessions) as session:
-                return provisioning.apply_running(
-                    session, claim, polled.connection, self.clock.now()
-                )
         if polled.state in (MachineState.FAILED, MachineState.GONE):
             return self._fail(claim, polled.message or "the backend lost the machine")
-        self._release(claim)
-        return False
+        if polled.state == MachineState.RUNNING:
+            with transaction(self.sessions) as session:
+                applied = provisioning.apply_running(
+                    session, claim, polled.connection, self.clock.now()
+                )
+        else:
+            applied = self._release(claim)
+        if not applied:
+            self._remove_if_orphaned(claim)
+        return applied and polled.state == MachineState.RUNNING
 
     def _fail(self, claim: Claim, message: str) -> bool:
         """Clean up whatever the backend has (idempotent), then record the failure."""
@@ -93,6 +95,16 @@ class ProvisioningReconciler(Reconciler):
         with transaction(self.sessions) as session:
             return provisioning.apply_failed(session, claim, message, self.clock.now())
 
-    def _release(self, claim: Claim) -> None:
+    def _release(self, claim: Claim) -> bool:
         with transaction(self.sessions) as session:
-            provisioning.release_lease(session, claim)
+            return provisioning.release_lease(session, claim, self.clock.now())
+
+    def _remove_if_orphaned(self, claim: Claim) -> None:
+        """Our lease was overtaken after we launched: terminate the workload unless the
+        instance still runs under this very name (another worker took over)."""
+        assert claim.external_name is not None
+        with transaction(self.sessions) as session:
+            wanted = provisioning.still_wanted(session, claim)
+        if not wanted:
+            log.info("terminating orphaned workload %s", claim.external_name)
+            self.backend.terminate(claim.external_name)

@@ -20,8 +20,10 @@ from cardhour.services.ids import hash_secret, new_id, new_secret
 from cardhour.store import users as store
 
 _hasher = PasswordHasher()
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_EMAIL = re.compile(r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+\.[^@\s\x00-\x1f\x7f]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MIN_PASSWORD = 8
+MAX_PASSWORD = 1024
 SESSION_LIFETIME = timedelta(days=7)
 ROLES = ("user", "admin")
 
@@ -36,10 +38,10 @@ class NewKey:
 
 def validate_credentials(email: str, password: str) -> str:
     email = (email or "").strip()
-    if not _EMAIL.match(email) or len(email) > 320:
+    if not _EMAIL.fullmatch(email) or len(email) > 320:
         raise InvalidInput(f"not a valid email address: {email!r}")
-    if len(password or "") < MIN_PASSWORD:
-        raise InvalidInput(f"password must be at least {MIN_PASSWORD} characters")
+    if not MIN_PASSWORD <= len(password or "") <= MAX_PASSWORD:
+        raise InvalidInput(f"password must be {MIN_PASSWORD} to {MAX_PASSWORD} characters")
     return email.lower()
 
 
@@ -72,7 +74,10 @@ def sign_up(
 
 
 def sign_in(session: Session, email: str, password: str) -> UserRow:
-    user = store.get_user_by_email(session, (email or "").strip())
+    email = (email or "").strip()
+    if _CONTROL.search(email) or len(email) > 320 or len(password or "") > MAX_PASSWORD:
+        raise Unauthorized("wrong email or password")
+    user = store.get_user_by_email(session, email)
     try:
         if user is None or not _hasher.verify(user.password_hash, password or ""):
             raise Unauthorized("wrong email or password")
@@ -84,6 +89,8 @@ def sign_in(session: Session, email: str, password: str) -> UserRow:
 def create_key(
     session: Session, user: UserRow, now: datetime, name: str = "default", kind: str = "api"
 ) -> NewKey:
+    if _CONTROL.search(name):
+        raise InvalidInput("a key name cannot contain control characters")
     secret = new_secret("chs" if kind == "session" else "ch")
     expires = now + SESSION_LIFETIME if kind == "session" else None
     row = ApiKeyRow(

@@ -56,10 +56,12 @@ def sync_nodes(session: Session, inventory: Iterable[NodeSpec]) -> tuple[int, in
         elif any(getattr(row, k) != v for k, v in fields.items()):
             for key, value in fields.items():
                 setattr(row, key, value)
+            row.allocation_version += 1  # a scheduling cycle that read the old node must retry
             updated += 1
     for node_id, row in existing.items():
         if node_id not in seen and row.schedulable:
             row.schedulable = False
+            row.allocation_version += 1
             updated += 1
     session.flush()
     return added, updated

@@ -32,10 +32,10 @@ from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
 
 S = InstanceStatus
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _SSH_KEY = re.compile(
     r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh.com"
-    r"|sk-ecdsa-sha2-nistp256@openssh.com) [A-Za-z0-9+/=]+( [^\n]*)?$"
+    r"|sk-ecdsa-sha2-nistp256@openssh.com) [A-Za-z0-9+/=]+( [^\x00-\x1f\x7f]*)?"
 )
 #: Statuses whose next hour of usage must be covered by the balance.
 COMMITTED = (S.PENDING, S.PROVISIONING, S.RUNNING)
@@ -90,7 +90,7 @@ def switch_status(
 def _validate_name(name: str | None, model_id: str) -> str:
     if name is None or name == "":
         return f"{model_id.lower()}-{secrets.token_hex(3)}"
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise InvalidInput(
             f"bad instance name {name!r}: 1-63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
@@ -104,7 +104,7 @@ def validate_ssh_key(key: str | None) -> str | None:
     key = key.strip()
     if "PRIVATE KEY" in key:
         raise InvalidInput("that is a private key: paste the public key (the .pub file) instead")
-    if not _SSH_KEY.match(key):
+    if len(key) > 16_384 or not _SSH_KEY.fullmatch(key):
         raise InvalidInput(
             "not an OpenSSH public key (expected e.g. 'ssh-ed25519 AAAA... comment')"
         )
@@ -153,8 +153,6 @@ def create(
     image = catalog.image(req.image)
     ssh_key = validate_ssh_key(req.ssh_key)
     name = _validate_name(req.name, model.id)
-    if store.name_taken(session, user.id, name):
-        raise Conflict(f"you already have an instance named {name!r}", field="name")
     ever = policy.place(
         fleet.snapshot(session, all_free=True), PlacementRequest((model.id,), count)
     )
@@ -165,7 +163,9 @@ def create(
         for dc in catalog.data_centres
         if any(n.gpu_model == model.id and n.data_centre == dc.id for n in catalog.nodes)
     )
-    _check_balance(session, user, price.times(count))
+    _check_balance(session, user, price.times(count))  # locks the user's accounts: serialises
+    if store.name_taken(session, user.id, name):  # this user's launches, so check names here
+        raise Conflict(f"you already have an instance named {name!r}", field="name")
     row = InstanceRow(
         id=new_id(),
         owner_id=user.id,
@@ -183,6 +183,7 @@ def create(
         attempt=0,
         usage_closed=0,
         billed_micros=0,
+        billed_closed_micros=0,
         created_at=now,
         updated_at=now,
     )

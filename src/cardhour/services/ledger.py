@@ -6,6 +6,7 @@ Conventions (docs/dev/billing.md):
 - Every transfer moves a positive amount from one account to another, and its id is its
   idempotency key: posting the same id again with the same parameters returns the first one,
   with different parameters it is refused.
+- Lock order: accounts are locked in key order in one call (`platform:*` before `user:*`).
 - Usage spends trial credit first, then cash. Cash may go below zero by what was used between the
   last charge and the auto-stop; credit accounts never go below zero.
 """
@@ -161,15 +162,17 @@ def charge_usage(
     """Move `amount` to revenue: trial credit first (never below zero), the rest from cash."""
     if amount.micros <= 0:
         return
-    current = balance(session, user_id, amount.currency, lock=True)
-    from_trial = min(amount.micros, max(current.trial_credit.micros, 0))
-    from_cash = amount.micros - from_trial
     revenue = platform_key("revenue")
+    trial_key, cash_key = user_key(user_id, "trial_credit"), user_key(user_id, "cash")
+    # One sorted lock call: every transaction takes `platform:*` before `user:*` (no deadlock).
+    rows = store.lock_accounts(session, [revenue, trial_key, cash_key])
+    from_trial = min(amount.micros, max(balance_of(rows[trial_key]), 0))
+    from_cash = amount.micros - from_trial
     if from_trial:
         post(
             session,
             f"{transfer_base}:trial",
-            user_key(user_id, "trial_credit"),
+            trial_key,
             revenue,
             Money(from_trial, amount.currency),
             "usage",
@@ -180,7 +183,7 @@ def charge_usage(
         post(
             session,
             f"{transfer_base}:cash",
-            user_key(user_id, "cash"),
+            cash_key,
             revenue,
             Money(from_cash, amount.currency),
             "usage",

@@ -100,10 +100,24 @@ def apply_released(session: Session, claim: Claim, now: datetime) -> bool:
     return True
 
 
-def release_lease(session: Session, claim: Claim) -> None:
-    """Still in progress: let the next pass pick it up again."""
+def release_lease(session: Session, claim: Claim, now: datetime) -> bool:
+    """Still in progress: let a later pass pick it up again, after rows waiting longer."""
     row = _fenced(session, claim)
-    if row is not None:
-        row.lease_token = None
-        row.lease_expires_at = None
-        session.flush()
+    if row is None:
+        return False
+    row.lease_token = None
+    row.lease_expires_at = now  # claims go to never-claimed rows first, then oldest release
+    session.flush()
+    return True
+
+
+def still_wanted(session: Session, claim: Claim) -> bool:
+    """Whether the workload `claim` launched still belongs to a live instance. A worker whose
+    lease was overtaken (a user stopped it, another worker finished it) must remove what it
+    created when this is false, or the machine leaks while its GPUs are handed out again."""
+    row = store.get_instance(session, claim.instance_id, lock=True)
+    return (
+        row is not None
+        and row.external_name == claim.external_name
+        and row.status in (S.PROVISIONING.value, S.RUNNING.value)
+    )

@@ -21,6 +21,10 @@ from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
 
 
+class _NodeChanged(Exception):
+    """A node's allocation version moved since the snapshot was taken."""
+
+
 @dataclass
 class CycleResult:
     leader: bool = True
@@ -43,10 +47,15 @@ def run_cycle(session: Session, catalog: Catalog, policy: Policy, now: datetime)
             row.status_reason = f"pending: {decision.reason}"
             result.pending[row.id] = decision.reason
             continue
-        if not all(node_store.bump_version(session, n, versions[n]) for n in decision.gpus_by_node):
+        nodes = sorted(decision.gpus_by_node)
+        try:
+            with session.begin_nested():  # all the nodes' versions advance, or none do
+                if not all(node_store.bump_version(session, n, versions[n]) for n in nodes):
+                    raise _NodeChanged
+        except _NodeChanged:
             result.pending[row.id] = "a node changed during the cycle; retrying"
             continue
-        for node_id in decision.gpus_by_node:
+        for node_id in nodes:
             versions[node_id] += 1
         snap.apply(decision)
         node_store.add_allocations(session, row.id, decision.gpus_by_node)
@@ -54,8 +63,8 @@ def run_cycle(session: Session, catalog: Catalog, policy: Policy, now: datetime)
         row.price_micros = catalog.prices.on_demand(row.gpu_model, decision.data_centre).micros
         row.attempt += 1
         row.external_name = f"ch-{row.id}-{row.attempt}"
-        nodes = ", ".join(sorted(decision.gpus_by_node))
-        switch_status(session, row, InstanceStatus.PROVISIONING, now, f"placed on {nodes}")
+        placed_on = ", ".join(nodes)
+        switch_status(session, row, InstanceStatus.PROVISIONING, now, f"placed on {placed_on}")
         result.placed.append(row.id)
     session.flush()
     return result

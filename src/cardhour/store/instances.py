@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import case, or_, select
 from sqlalchemy.orm import Session
 
 from cardhour.db.locking import for_claim, for_update
 from cardhour.db.models import InstanceEventRow, InstanceRow
+
+_IDENT = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 
 def get_instance(session: Session, instance_id: str, lock: bool = False) -> InstanceRow | None:
@@ -23,7 +26,10 @@ def get_instance(session: Session, instance_id: str, lock: bool = False) -> Inst
 def get_owned(
     session: Session, owner_id: str, id_or_name: str, lock: bool = False
 ) -> InstanceRow | None:
-    """By id or by name among the owner's non-terminated instances; None for anyone else's."""
+    """By id or by name among the owner's non-terminated instances; None for anyone else's
+    (and for anything that cannot be an id or a name)."""
+    if not _IDENT.fullmatch(id_or_name):
+        return None
     stmt = select(InstanceRow).where(InstanceRow.owner_id == owner_id)
     if lock:
         stmt = for_update(stmt).execution_options(populate_existing=True)
@@ -55,12 +61,20 @@ def list_in_status(
 def claimable(
     session: Session, statuses: Iterable[str], now: datetime, limit: int
 ) -> list[InstanceRow]:
-    """Rows in `statuses` whose lease is free or expired, locked against other workers."""
+    """Rows in `statuses` whose lease is free or expired, locked against other workers.
+
+    Order: `stopping` first (it frees GPUs and stops nothing from being billed), then rows never
+    claimed, then the longest released, so slow work cannot starve the rest.
+    """
     stmt = (
         select(InstanceRow)
         .where(InstanceRow.status.in_(list(statuses)))
-        .where(or_(InstanceRow.lease_expires_at.is_(None), InstanceRow.lease_expires_at < now))
-        .order_by(InstanceRow.updated_at, InstanceRow.id)
+        .where(or_(InstanceRow.lease_expires_at.is_(None), InstanceRow.lease_expires_at <= now))
+        .order_by(
+            case((InstanceRow.status == "stopping", 0), else_=1),
+            InstanceRow.lease_expires_at.asc().nulls_first(),
+            InstanceRow.id,
+        )
         .limit(limit)
     )
     return list(session.scalars(for_claim(stmt)))

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-12-02 14:35:02.919851
+Create Date: 2026-12-02 15:02:49.230451
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ def upgrade() -> None:
         sa.Column("running_since", sa.DateTime(timezone=True), nullable=True),
         sa.Column("usage_closed", sa.BigInteger(), nullable=False),
         sa.Column("billed_micros", sa.BigInteger(), nullable=False),
+        sa.Column("billed_closed_micros", sa.BigInteger(), nullable=False),
+        sa.Column("charged_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("lease_token", sa.String(length=32), nullable=True),
         sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -98,6 +100,14 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_instances_owner_id"), "instances", ["owner_id"], unique=False)
     op.create_index("ix_instances_status", "instances", ["status"], unique=False)
+    op.create_index(
+        "uq_instances_owner_live_name",
+        "instances",
+        ["owner_id", "name"],
+        unique=True,
+        sqlite_where=sa.text("status <> 'terminated'"),
+        postgresql_where=sa.text("status <> 'terminated'"),
+    )
     op.create_table(
         "ledger_accounts",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -206,6 +216,12 @@ def downgrade() -> None:
     op.drop_table("allocations")
     op.drop_index(op.f("ix_ledger_accounts_owner_id"), table_name="ledger_accounts")
     op.drop_table("ledger_accounts")
+    op.drop_index(
+        "uq_instances_owner_live_name",
+        table_name="instances",
+        sqlite_where=sa.text("status <> 'terminated'"),
+        postgresql_where=sa.text("status <> 'terminated'"),
+    )
     op.drop_index("ix_instances_status", table_name="instances")
     op.drop_index(op.f("ix_instances_owner_id"), table_name="instances")
     op.drop_table("instances")
