@@ -64,7 +64,13 @@ class Platform:
         lease = settings.reconcilers.lease_seconds
         self.inventory = InventoryReconciler(self.sessions, self.clock, self.backend)
         self.scheduler = SchedulingReconciler(self.sessions, self.clock, self.catalog, self.policy)
-        self.provisioner = ProvisioningReconciler(self.sessions, self.clock, self.backend, lease)
+        self.provisioner = ProvisioningReconciler(
+            self.sessions,
+            self.clock,
+            self.backend,
+            lease,
+            settings.reconcilers.provision_timeout_seconds,
+        )
         self.meter = MeteringReconciler(
             self.sessions,
             self.clock,

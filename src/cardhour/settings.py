@@ -25,6 +25,11 @@ class SimSettings(BaseModel):
 class ReconcilerSettings(BaseModel):
     interval_seconds: float = Field(default=1.0, gt=0, description="Loop period when idle.")
     lease_seconds: int = Field(default=60, gt=0, description="How long a claim on a row lasts.")
+    provision_timeout_seconds: int = Field(
+        default=900,
+        gt=0,
+        description="An instance not running this long after placement fails (GPUs released).",
+    )
     charge_interval_seconds: int = Field(
         default=60,
         ge=0,

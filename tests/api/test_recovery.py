@@ -57,3 +57,21 @@ def test_slow_provisioning_does_not_starve_a_stop(api: Api) -> None:
     api.client.post("/api/v1/instances/s20/stop", headers=headers)
     api.settle()
     assert api.client.get("/api/v1/instances/s20", headers=headers).json()["status"] == "stopped"
+
+
+def test_an_instance_never_ready_fails_after_the_timeout(api: Api) -> None:
+    backend = api.platform.backend
+    assert isinstance(backend, SimBackend)
+    backend.provision_seconds = 10_000
+    headers = api.signup()
+    api.client.post("/api/v1/instances", headers=headers, json={"gpu": "H100", "name": "slow"})
+    api.settle()
+    api.settle(899)
+    assert api.client.get("/api/v1/instances/slow", headers=headers).json()["status"] == (
+        "provisioning"
+    )
+    api.settle(2)
+    failed = api.client.get("/api/v1/instances/slow", headers=headers).json()
+    assert (failed["status"], failed["nodes"]) == ("failed", [])
+    assert "not ready within 900 s" in failed["status_reason"]
+    assert backend.machines() == []

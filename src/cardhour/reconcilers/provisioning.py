@@ -6,6 +6,7 @@ claim (transaction) → backend calls (no transaction) → apply if the lease to
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -41,11 +42,17 @@ class ProvisioningReconciler(Reconciler):
     name = "provisioning"
 
     def __init__(
-        self, sessions: sessionmaker[Session], clock: Clock, backend: Backend, lease_seconds: int
+        self,
+        sessions: sessionmaker[Session],
+        clock: Clock,
+        backend: Backend,
+        lease_seconds: int,
+        timeout_seconds: int,
     ) -> None:
         super().__init__(sessions, clock)
         self.backend = backend
         self.lease_seconds = lease_seconds
+        self.timeout = timedelta(seconds=timeout_seconds)
 
     def step(self) -> bool:
         with transaction(self.sessions) as session:
@@ -82,6 +89,8 @@ class ProvisioningReconciler(Reconciler):
                 applied = provisioning.apply_running(
                     session, claim, polled.connection, self.clock.now()
                 )
+        elif self.clock.now() - claim.status_since > self.timeout:
+            return self._fail(claim, f"not ready within {self.timeout.total_seconds():.0f} s")
         else:
             applied = self._release(claim)
         if not applied:

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from cardhour.core.clock import as_utc
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceRow
 from cardhour.services.instances import switch_status
@@ -36,6 +37,7 @@ class Claim:
     image: str
     ssh_key: str | None
     gpus_by_node: dict[str, list[int]]
+    status_since: datetime  # when the row entered `status`
 
 
 def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) -> list[Claim]:
@@ -59,6 +61,7 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
                 row.image,
                 row.ssh_key,
                 gpus,
+                as_utc(row.updated_at),  # only a status change moves updated_at
             )
         )
     session.flush()
