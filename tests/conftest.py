@@ -34,6 +34,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'test.db'}"
         return
     if not PG_URL:
+        if os.environ.get("CI"):  # CI runs `make test`, which always provides PostgreSQL
+            pytest.fail("CARDHOUR_TEST_PG_URL not set under CI: run `make test`")
         pytest.skip("CARDHOUR_TEST_PG_URL not set (make test sets it)")
     name = f"t_{uuid.uuid4().hex[:12]}"
     admin = create_engine(

@@ -191,6 +191,12 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert cli(tmp_path / "c.json", "launch", "--bogus").returncode == 2
     bad_key = cli(tmp_path / "c.json", "launch", "--gpu", "H100:1", "--ssh-key", "nope")
     one_line_error(bad_key, "invalid_input")
+    long_path = cli(tmp_path / "c.json", "launch", "--gpu", "H100:1", "--ssh-key", "k" * 300)
+    one_line_error(long_path, "invalid_input")
+    non_ascii = cli(tmp_path / "c.json", "--api-key", "ключ", "balance")
+    one_line_error(non_ascii, "invalid_api_key")
+    bad_dir = cli(tmp_path / "c.json", "up", "--port", "0", "--data-dir", "/proc/cardhour-nope")
+    one_line_error(bad_dir, "invalid_input")
 
 
 def test_up_stops_cleanly_on_sigterm(tmp_path: Path) -> None:

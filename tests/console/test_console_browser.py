@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from playwright import sync_api
 
 from cardhour.api.app import create_app
 from cardhour.platform import Platform
@@ -57,7 +58,6 @@ def server(database_url: str, tmp_path: Path) -> Iterator[str]:
 
 
 def test_signup_launch_running_in_chromium(server: str) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
     assert Path(CHROMIUM).exists(), "Debian chromium missing: make test installs it"
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(

@@ -14,10 +14,6 @@ def list_nodes(session: Session) -> list[NodeRow]:
     return list(session.scalars(select(NodeRow).order_by(NodeRow.id)))
 
 
-def get_node(session: Session, node_id: str) -> NodeRow | None:
-    return session.get(NodeRow, node_id)
-
-
 def add_node(session: Session, row: NodeRow) -> None:
     session.add(row)
     session.flush()
