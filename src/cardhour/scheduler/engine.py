@@ -1,0 +1,125 @@
+"""The placement engine: filters → scores → a node (or a gang) → GPUs inside it.
+
+`Scheduler.place` decides and changes nothing; `Scheduler.bind` decides and reserves the result
+on the state (`FleetState.assume`), so one cycle can place many requests on one snapshot.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cardhour.scheduler import fgd, scores  # noqa: F401  (registers the score plugins)
+from cardhour.scheduler.filters import (
+    CONTAINER_FILTERS,
+    NODE_FILTERS,
+    pending_reason,
+    run_filters,
+)
+from cardhour.scheduler.frag import TypicalWorkload
+from cardhour.scheduler.framework import (
+    SCORE_PLUGINS,
+    Context,
+    Profile,
+    ScorePlugin,
+    profile_named,
+)
+from cardhour.scheduler.gang import place_gang, place_node
+from cardhour.scheduler.gpusel import share_gpu, whole_gpus
+from cardhour.scheduler.request import Binding, Kind, Pending, Placement, Request
+from cardhour.scheduler.state import FleetState
+
+
+class Scheduler:
+    """One policy (a profile) with its plugins, randomness and tie order.
+
+    `tie_rank[i]` orders nodes among equal scores (lowest first); when None, node index order.
+    `workload` is the typical workload M that fragmentation-aware policies need.
+    """
+
+    def __init__(
+        self,
+        profile: Profile | str,
+        workload: TypicalWorkload | None = None,
+        seed: int = 0,
+        tie_rank: np.ndarray | None = None,
+    ) -> None:
+        self.profile = profile_named(profile) if isinstance(profile, str) else profile
+        if self.profile.needs_workload and workload is None:
+            raise ValueError(f"policy {self.profile.name} needs a typical workload")
+        self.plugins: list[tuple[ScorePlugin, int]] = [
+            (SCORE_PLUGINS[name](), weight) for name, weight in self.profile.scores
+        ]
+        self.workload = workload
+        self.rng = np.random.default_rng(seed)
+        self.tie_rank = tie_rank
+        self._ctx: Context | None = None
+
+    def context(self, state: FleetState) -> Context:
+        if self._ctx is None or self._ctx.state is not state:
+            self._ctx = Context(state, self.rng, self.workload)
+        return self._ctx
+
+    def _rank(self, state: FleetState) -> np.ndarray:
+        if self.tie_rank is None or len(self.tie_rank) != len(state):
+            self.tie_rank = np.arange(len(state))
+        return self.tie_rank
+
+    def place(self, state: FleetState, req: Request) -> Placement | Pending:
+        ctx = self.context(state)
+        kind = req.kind
+        filters = NODE_FILTERS if kind in (Kind.NODE, Kind.GANG) else CONTAINER_FILTERS
+        alive, counts = run_filters(ctx, req, filters)
+        candidates = np.flatnonzero(alive)
+        total = len(state)
+        if kind is Kind.GANG:
+            if len(candidates) < req.nodes:
+                prefix = f"need {req.nodes} whole free nodes, {len(candidates)} free"
+                return Pending(pending_reason(total, counts, prefix), counts)
+            placed = place_gang(state, req, candidates, self._rank(state))
+            if isinstance(placed, str):
+                return Pending(pending_reason(total, counts, placed), counts)
+            return placed
+        if len(candidates) == 0:
+            return Pending(pending_reason(total, counts), counts)
+        if kind is Kind.NODE:
+            return place_node(state, req, candidates, self._rank(state))
+        return self._place_container(ctx, req, candidates)
+
+    def _place_container(self, ctx: Context, req: Request, candidates: np.ndarray) -> Placement:
+        total = np.zeros(len(candidates))
+        hint: np.ndarray | None = None
+        for i, (plugin, weight) in enumerate(self.plugins):
+            scored = plugin.score(ctx, req, candidates)
+            total += weight * scored.values
+            if i == 0:
+                hint = scored.gpus
+        top = np.flatnonzero(total == total.max())
+        rank = self._rank(ctx.state)
+        pos = top[np.argmin(rank[candidates[top]])] if len(top) > 1 else top[0]
+        node = int(candidates[pos])
+        state = ctx.state
+        if req.kind is Kind.SHARE:
+            if self.profile.share_gpu == "plugin" and hint is not None:
+                gpus: tuple[int, ...] = (int(hint[pos]),)
+            else:
+                gpus = (share_gpu(state, node, req.gpu_milli, self.profile.share_gpu, self.rng),)
+        elif req.kind is Kind.GPUS:
+            gpus = whole_gpus(state, node, req.num_gpu)
+        else:
+            gpus = ()
+        binding = Binding(node, gpus, req.gpu_milli, req.cpu_milli, req.memory_mib, tag=req.tag)
+        leaf = state.leaf[node]
+        spine = state.spine[node]
+        return Placement(
+            req.id,
+            (binding,),
+            (state.leaves[leaf],) if leaf >= 0 else (),
+            (state.spines[spine],) if spine >= 0 else (),
+        )
+
+    def bind(self, state: FleetState, req: Request) -> Placement | Pending:
+        """Place and reserve on `state`."""
+        decision = self.place(state, req)
+        if isinstance(decision, Placement):
+            state.assume(decision)
+        return decision
