@@ -14,3 +14,6 @@ register_profile(Profile("clustering", (("clustering", 1000),)))
 register_profile(Profile("packing", (("packing", 1000),)))
 register_profile(Profile("bestfit", (("bestfit", 1000),)))
 register_profile(Profile("fgd", (("fgd", 1000),), share_gpu="plugin", needs_workload=True))
+
+# Our own policy; `cardhour simulate` and the control plane use it unless told otherwise.
+DEFAULT_POLICY = "fgd"
