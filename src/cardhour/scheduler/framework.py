@@ -102,6 +102,10 @@ def register_profile(profile: Profile) -> Profile:
 
 
 def profile_named(name: str) -> Profile:
+    # The named profiles register when `profiles` is imported; import it here so a caller that
+    # only imported the engine (e.g. `replay`) still finds them. Lazy: `profiles` imports us.
+    from cardhour.scheduler import profiles  # noqa: F401
+
     try:
         return PROFILES[name]
     except KeyError:

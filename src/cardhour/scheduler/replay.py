@@ -53,6 +53,8 @@ def tune_pods(
     target = tune * capacity_milli
     total = sum(p.gpu_total_milli for p in shuffled)
     if total <= target:
+        if not any(p.gpu_milli for p in ordered):
+            return shuffled  # CPU-only pods never move the total: cloning them would not end
         i = 0
         while True:
             pick = ordered[int(rng.integers(len(ordered)))]

@@ -72,6 +72,8 @@ def parse_pods(text: str) -> list[Request]:
                     gpu_models=frozenset(m for m in spec.split("|") if m),
                 )
             )
+        except TraceError:
+            raise  # already names the line
         except ValueError as exc:
             raise TraceError(f"line {line}: {exc}") from None
     if not pods:
