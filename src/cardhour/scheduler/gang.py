@@ -43,7 +43,7 @@ def place_node(
 ) -> Placement:
     """One bare-metal node from the non-empty `candidates` (indices)."""
     leaf = state.leaf[candidates]
-    per_leaf = np.bincount(leaf[leaf >= 0], minlength=len(state.leaves))
+    per_leaf = np.bincount(leaf[leaf >= 0], minlength=max(len(state.leaves), 1))
     crowd = np.where(leaf >= 0, per_leaf[np.maximum(leaf, 0)], 0)
     best = candidates[np.lexsort((rank[candidates], crowd))[0]]
     return _placement(state, req, np.array([best]))
