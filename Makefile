@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
-.PHONY: demo test install lint typecheck unit browser-deps clean
+.PHONY: demo test install lint typecheck unit browser-deps clean bench-scheduler
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -35,6 +36,11 @@ browser-deps:
 # Lint, type check, then the whole suite on SQLite and on a throwaway PostgreSQL.
 test: $(STAMP) lint typecheck browser-deps
 	scripts/with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The scheduler against the FGD paper's numbers plus its own targets; writes
+# docs/benchmarks/scheduler.md. BENCH_ARGS="--quick" for a short run (see bench/README.md).
+bench-scheduler: $(STAMP)
+	$(BIN)/python bench/scheduler.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cardhour .pytest_cache .mypy_cache .ruff_cache

@@ -12,7 +12,7 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
-from cardhour.cli import auth, balance, instances, launch, offers, up
+from cardhour.cli import auth, balance, instances, launch, offers, simulate, up
 from cardhour.cli.common import Connection
 from cardhour.client import ApiError
 from cardhour.core.errors import CardhourError
@@ -71,6 +71,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "down": instances.down,
     "balance": balance.balance,
     "up": up.up,
+    "simulate": simulate.simulate,
 }
 for _name, _command in COMMANDS.items():
     app.command(_name)(_one_line_errors(_command))

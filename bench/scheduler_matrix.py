@@ -1,0 +1,175 @@
+"""The replay matrix of `bench/scheduler.py`: (trace, policy, seed) runs in processes, cached.
+
+Cache layout: `<cache>/<fingerprint>/<trace stem>-<trace sha>/<policy>/<seed>.json`, one
+`run_record` each, written atomically (a killed bench leaves no half file). The fingerprint
+hashes every source file of `cardhour.scheduler`, the node list and the tuning, so results of
+another engine version are never mixed in; old fingerprints are left for `rm -rf .bench-cache`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cardhour.scheduler
+from cardhour.scheduler import profiles
+from cardhour.scheduler.replay import replay
+from cardhour.scheduler.report import (
+    distance,
+    parse_published,
+    published_for,
+    reference_policy,
+    run_record,
+    summarise,
+)
+from cardhour.scheduler.request import Request
+from cardhour.scheduler.state import NodeInfo
+from cardhour.scheduler.trace import parse_nodes, parse_pods
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fingerprint(nodes_path: Path, tune: float) -> str:
+    """16 hex digits naming the engine's source, the node list and the tuning."""
+    package = Path(cardhour.scheduler.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    h.update(nodes_path.read_bytes() + f"\0tune={tune!r}".encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Task:
+    trace: Path
+    policy: str
+    seed: int
+
+
+@functools.cache
+def load_nodes(path: str) -> list[NodeInfo]:
+    return parse_nodes(Path(path).read_text())
+
+
+@functools.cache
+def load_pods(path: str) -> list[Request]:
+    return parse_pods(Path(path).read_text())
+
+
+def run_task(trace: str, nodes: str, policy: str, seed: int, tune: float) -> dict[str, Any]:
+    """One replay (in a worker; parsed files are cached per process)."""
+    record = run_record(replay(load_nodes(nodes), load_pods(trace), policy, seed, tune))
+    return {"trace": Path(trace).stem, "policy": policy, **record}
+
+
+class Cache:
+    def __init__(self, root: Path, key: str) -> None:
+        self.dir = root / key
+        self._trace_sha: dict[Path, str] = {}
+
+    def path(self, task: Task) -> Path:
+        sha = self._trace_sha.get(task.trace)
+        if sha is None:
+            sha = self._trace_sha[task.trace] = _sha(task.trace.read_bytes())[:10]
+        return self.dir / f"{task.trace.stem}-{sha}" / task.policy / f"{task.seed}.json"
+
+    def get(self, task: Task) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads(self.path(task).read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        return data
+
+    def put(self, task: Task, record: dict[str, Any]) -> None:
+        path = self.path(task)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(record, indent=1))
+        os.replace(tmp, path)
+
+
+def run_matrix(
+    tasks: Sequence[Task],
+    nodes: Path,
+    tune: float,
+    cache: Cache,
+    jobs: int,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> dict[Task, dict[str, Any]]:
+    """Every task's record: cached ones read, the rest computed in `jobs` spawned processes and
+    cached as each finishes (so an interrupted matrix resumes where it stopped)."""
+    results: dict[Task, dict[str, Any]] = {}
+    missing: list[Task] = []
+    for task in tasks:
+        hit = cache.get(task)
+        if hit is None:
+            missing.append(task)
+        else:
+            results[task] = hit
+    log(f"matrix: {len(tasks)} runs, {len(results)} cached, {len(missing)} to compute")
+    if not missing:
+        return results
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max(1, min(jobs, len(missing))), spawn) as pool:
+        futures = {
+            pool.submit(run_task, str(t.trace), str(nodes), t.policy, t.seed, tune): t
+            for t in missing
+        }
+        for i, future in enumerate(as_completed(futures), 1):
+            task = futures[future]
+            record = future.result()
+            cache.put(task, record)
+            results[task] = record
+            at = record["unallocated_gpu_pct"].get("100", float("nan"))
+            log(
+                f"[{i}/{len(missing)}] {task.trace.stem} {task.policy} seed {task.seed}: "
+                f"{at:.2f}% unallocated at 100%, {record['wall_seconds']:.1f} s"
+            )
+    return results
+
+
+def matrix_cells(
+    results: dict[Task, dict[str, Any]],
+    traces: list[Path],
+    policies: list[str],
+    seeds: list[int],
+    published_file: Path,
+) -> list[dict[str, Any]]:
+    """Per (trace, policy): unallocated GPU % at 100 (mean, sd, n) and the published cell."""
+    try:
+        table = parse_published(published_file.read_text())
+    except FileNotFoundError:
+        table = {}
+    cells = []
+    for trace in traces:
+        for policy in policies:
+            runs = [results[Task(trace, policy, s)] for s in seeds]
+            summary = summarise(runs)
+            mean = summary.mean["unallocated_gpu_pct"].get("100", float("nan"))
+            sd = summary.sd["unallocated_gpu_pct"].get("100", float("nan"))
+            ref = reference_policy(policy, profiles.DEFAULT_POLICY)
+            found = published_for(table, trace.stem, ref) if ref else {}
+            pub = found.get("unallocated_gpu_pct", {}).get("100")
+            cells.append(
+                {
+                    "trace": trace.stem,
+                    "policy": policy,
+                    "n": summary.n,
+                    "mean": mean,
+                    "sd": sd,
+                    "published": {"policy": ref, "mean": pub.mean, "sd": pub.sd} if pub else None,
+                    "distance_sd": distance(mean, pub) if pub else None,
+                }
+            )
+    return cells

@@ -1,0 +1,173 @@
+"""`bench/scheduler.py`'s pure rendering on a fake report (the real matrix never runs here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    sys.path.insert(0, str(BENCH))  # the bench imports its sibling modules
+    try:
+        spec = importlib.util.spec_from_file_location("bench_scheduler", BENCH / "scheduler.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH))
+    return module
+
+
+def fake_report(**changes: Any) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "command": "make bench-scheduler BENCH_ARGS=--quick",
+        "machine": {
+            "nproc": 2,
+            "cpu_model": "Test CPU",
+            "python": "3.11.7",
+            "numpy": "2.0",
+            "load_average": 0.5,
+        },
+        "date": "2025-01-01 00:00 UTC",
+        "commit": "abc1234",
+        "fingerprint": "f" * 16,
+        "seeds": [42, 43],
+        "tune": 1.3,
+        "default_policy": "fgd",
+        "elapsed_s": 12.0,
+        "matrix": [
+            {
+                "trace": "openb_pod_list_default",
+                "policy": "bestfit",
+                "n": 2,
+                "mean": 7.0,
+                "sd": 0.2,
+                "published": {"policy": "05-BestFit", "mean": 7.14, "sd": 0.14},
+                "distance_sd": -1.0,
+            },
+            {
+                "trace": "openb_pod_list_default",
+                "policy": "fgd",
+                "n": 2,
+                "mean": 4.7,
+                "sd": 0.02,
+                "published": {"policy": "06-FGD", "mean": 4.77, "sd": 0.11},
+                "distance_sd": -0.64,
+            },
+            {
+                "trace": "openb_pod_list_cpu0",
+                "policy": "fgd",
+                "n": 2,
+                "mean": 5.5,
+                "sd": 0.1,
+                "published": None,
+                "distance_sd": None,
+            },
+        ],
+        "latency": [
+            {
+                "policy": "bestfit",
+                "samples": 300,
+                "p50_s": 1e-4,
+                "p99_s": 2e-4,
+                "pods_bound": 1,
+                "gpu_allocated_pct": 50.0,
+            },
+            {
+                "policy": "fgd",
+                "samples": 300,
+                "p50_s": 2e-4,
+                "p99_s": 5e-4,
+                "pods_bound": 1,
+                "gpu_allocated_pct": 49.9,
+            },
+        ],
+        "gang": [
+            {
+                "occupancy": "mixed",
+                "nodes": 10000,
+                "free_nodes": 6753,
+                "whole_free_leaves": 73,
+                "placed": True,
+                "leaves_used": 4,
+                "spines_used": 1,
+                "min_leaves": 4,
+                "min_leaves_one_spine": 4,
+                "p50_s": 0.002,
+                "max_s": 0.01,
+                "repeats": 10,
+            },
+        ],
+        "memory": {
+            "nodes": 10000,
+            "gpus": 80000,
+            "nbytes": 1_900_000,
+            "retained_bytes": 2_465_220,
+            "peak_bytes": 2_466_612,
+        },
+        "one_core": {"policy": "fgd", "seed": 42, "wall_seconds": 3.5, "cpus": [0]},
+    }
+    report.update(changes)
+    return report
+
+
+def test_markdown_has_a_table_per_trace_with_published_and_distance(bench: ModuleType) -> None:
+    md = bench.render_markdown(fake_report())
+    assert "### openb_pod_list_default" in md and "### openb_pod_list_cpu0" in md
+    assert "| bestfit | 7.00 ± 0.20 | 2 | 7.14 ± 0.14 (05-BestFit) | -1.0 |" in md
+    assert "| fgd (default) | 4.70 ± 0.02 | 2 | 4.77 ± 0.11 (06-FGD) | -0.6 |" in md
+    assert "| fgd (default) | 5.50 ± 0.10 | 2 | - | - |" in md  # nothing published for cpu0
+    assert "`make bench-scheduler BENCH_ARGS=--quick`" in md
+    assert "2 CPUs (nproc), Test CPU" in md and "2025-01-01" in md
+    assert md.rstrip().endswith(bench.NOTES_MARKER)
+
+
+def test_targets_pass_and_fail(bench: ModuleType) -> None:
+    rows = {row[0]: row for row in bench.targets(fake_report())}
+    assert all(row[-1] == "pass" for row in rows.values())
+    slow = fake_report(one_core={"policy": "fgd", "seed": 42, "wall_seconds": 5.2, "cpus": [0]})
+    gang = dict(fake_report()["gang"][0], leaves_used=5)
+    bad = {row[0]: row[-1] for row in bench.targets(dict(slow, gang=[gang]))}
+    assert list(bad.values()).count("FAIL") == 2
+    md = bench.render_markdown(dict(slow, gang=[gang]))
+    assert "| 5.20 s | ≤ 5 s | FAIL |" in md
+    assert "| 5 (minimum 4) | the minimum | FAIL |" in md
+
+
+def test_latency_ratios_are_against_fgd(bench: ModuleType) -> None:
+    rows = bench.latency_rows(fake_report())
+    assert rows[0] == ["bestfit", "0.10", "0.20", "0.50 / 0.40", "50.0"]
+    assert rows[1][3] == "1.00 / 1.00"
+
+
+def test_console_tables_are_aligned(bench: ModuleType) -> None:
+    text = bench.render_console(fake_report())
+    assert "seeds 42-43" in text
+    table = bench.text_table(["a", "bbb"], [["xxxx", "y"], ["z", "w"]]).splitlines()
+    assert table == ["a     bbb", "xxxx  y", "z     w"]
+
+
+def test_notes_below_the_marker_are_kept(bench: ModuleType) -> None:
+    generated = bench.render_markdown(fake_report())
+    first = bench.keep_notes(generated, None)
+    assert first.endswith(bench.NOTES_DEFAULT)
+    edited = first.replace("(Nothing recorded yet.)", "Tried a GPU-weighted M: worse by 0.3.")
+    again = bench.keep_notes(
+        bench.render_markdown(fake_report(date="2025-02-02 00:00 UTC")), edited
+    )
+    assert "Tried a GPU-weighted M: worse by 0.3." in again
+    assert "2025-02-02" in again and "2025-01-01" not in again
+    assert again.count(bench.NOTES_MARKER) == 1
+    # A hand-written file without the marker keeps its notes section from the heading on.
+    hand = "# old\nstale numbers\n\n## Our policy: what we tried\n\nidea A\n"
+    kept = bench.keep_notes(generated, hand)
+    assert kept.endswith("## Our policy: what we tried\n\nidea A\n")
+    assert "stale numbers" not in kept
