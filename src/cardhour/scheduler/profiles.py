@@ -3,7 +3,7 @@ its paper's only score plugin with weight 1000 (a tie among equal scores goes to
 
 from __future__ import annotations
 
-from cardhour.scheduler import fgd, scores  # noqa: F401  (registers the score plugins)
+from cardhour.scheduler import fgd, keep_whole, scores  # noqa: F401  (registers the score plugins)
 from cardhour.scheduler.framework import Profile, register_profile
 
 BASELINES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
@@ -15,5 +15,18 @@ register_profile(Profile("packing", (("packing", 1000),)))
 register_profile(Profile("bestfit", (("bestfit", 1000),)))
 register_profile(Profile("fgd", (("fgd", 1000),), share_gpu="plugin", needs_workload=True))
 
-# Our own policy; `cardhour simulate` and the control plane use it unless told otherwise.
-DEFAULT_POLICY = "fgd"
+# Ours: FGD, and among FGD's ties a GPU container joins a node already in use rather than
+# opening an untouched one (see keep_whole.py and docs/benchmarks/scheduler.md for what it gains
+# and what else was tried). In-node GPU choice is topology-aware for every policy (gpusel.py).
+register_profile(
+    Profile(
+        "cardhour",
+        (("fgd", 1000), ("keep-whole", 1)),
+        share_gpu="plugin",
+        needs_workload=True,
+        description="FGD; ties go to nodes already in use, keeping untouched nodes whole",
+    )
+)
+
+# `cardhour simulate` and the control plane use it unless told otherwise.
+DEFAULT_POLICY = "cardhour"
