@@ -1,4 +1,4 @@
-"""The composition root: settings → database, catalog, backend, policy, reconcilers.
+"""The composition root: settings → database, catalog, backend, scheduler, reconcilers.
 
 `cardhour up` builds one and runs the reconcilers on threads next to the web server; tests build
 one with a `ManualClock` and call `reconcile()` to converge deterministically.
@@ -27,8 +27,8 @@ from cardhour.reconcilers.inventory import InventoryReconciler
 from cardhour.reconcilers.metering import MeteringReconciler
 from cardhour.reconcilers.provisioning import ProvisioningReconciler
 from cardhour.reconcilers.scheduling import SchedulingReconciler
-from cardhour.scheduler import Policy, SimplePolicy
-from cardhour.services import accounts, ledger
+from cardhour.scheduler import Scheduler
+from cardhour.services import accounts, ledger, scheduling
 from cardhour.settings import Settings, load_catalog
 
 log = logging.getLogger("cardhour")
@@ -40,7 +40,7 @@ class Platform:
         settings: Settings,
         clock: Clock | None = None,
         backend: Backend | None = None,
-        policy: Policy | None = None,
+        policy: Scheduler | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -60,10 +60,21 @@ class Platform:
             ) from exc
         self.sessions: sessionmaker[Session] = make_sessionmaker(self.engine)
         self.backend = backend or self._make_backend()
-        self.policy = policy or SimplePolicy()
-        lease = settings.reconcilers.lease_seconds
         self.inventory = InventoryReconciler(self.sessions, self.clock, self.backend)
-        self.scheduler = SchedulingReconciler(self.sessions, self.clock, self.catalog, self.policy)
+        with transaction(self.sessions) as session:
+            ledger.ensure_platform_accounts(session, self.catalog.currency)
+        self.inventory.step()  # the nodes first: the scheduler's typical workload reads them
+        window = settings.scheduler.workload_window
+        if policy is None:
+            with transaction(self.sessions) as session:
+                policy = scheduling.make_scheduler(
+                    session, self.catalog, settings.scheduler.policy, window
+                )
+        self.policy: Scheduler = policy
+        lease = settings.reconcilers.lease_seconds
+        self.scheduler = SchedulingReconciler(
+            self.sessions, self.clock, self.catalog, self.policy, window
+        )
         self.provisioner = ProvisioningReconciler(
             self.sessions,
             self.clock,
@@ -85,9 +96,6 @@ class Platform:
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        with transaction(self.sessions) as session:
-            ledger.ensure_platform_accounts(session, self.catalog.currency)
-        self.inventory.step()
 
     def _make_backend(self) -> Backend:
         if self.settings.backend != "sim":

@@ -6,11 +6,12 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cardhour.core.catalog import Catalog, CatalogFile
 from cardhour.core.errors import InvalidInput
+from cardhour.scheduler import DEFAULT_POLICY, profile_named
 
 
 class SimSettings(BaseModel):
@@ -42,6 +43,24 @@ class ReconcilerSettings(BaseModel):
     )
 
 
+class SchedulerSettings(BaseModel):
+    policy: str = Field(
+        default=DEFAULT_POLICY,
+        description="Placement policy: a profile of the engine (`fgd`, `bestfit`, `packing`, …).",
+    )
+    workload_window: int = Field(
+        default=1000,
+        ge=1,
+        description="How many of the most recent instance requests form the typical workload "
+        "that fragmentation-aware policies place against.",
+    )
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, name: str) -> str:
+        return profile_named(name).name  # ValueError naming the known policies
+
+
 class Settings(BaseSettings):
     """Everything `cardhour up` needs. Env: `CARDHOUR_PORT=9000`, `CARDHOUR_SIM__FAIL_RATE=0.1`."""
 
@@ -62,6 +81,7 @@ class Settings(BaseSettings):
     secure_cookies: bool = Field(default=False, description="Mark console cookies Secure (HTTPS).")
     sim: SimSettings = SimSettings()
     reconcilers: ReconcilerSettings = ReconcilerSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
 
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'cardhour.db').resolve()}"

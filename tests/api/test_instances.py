@@ -180,7 +180,29 @@ def test_pending_when_the_fleet_is_full_with_a_reason(api: Api) -> None:
     api.settle()
     pending = _get(api, headers, ninth["id"])
     assert pending["status"] == "pending"
-    assert "insufficient free GPUs" in pending["status_reason"]
+    assert pending["status_reason"] == (
+        "pending: 0/44 nodes fit: 36 wrong GPU model, 8 insufficient GPU"
+    )
+
+
+def test_more_gpus_than_are_free_stay_pending_with_the_engines_reason(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "1000")  # A800: 8 nodes × 8 GPUs, 4 nodes per IB leaf
+    for i in range(6):
+        _launch(api, headers, gpu="A800", count=8, name=f"a{i}")
+    api.settle()
+    _launch(api, headers, gpu="A800", count=24, name="big")  # 3 whole nodes; 2 are free
+    api.settle()
+    big = _get(api, headers, "big")
+    assert big["status"] == "pending" and big["nodes"] == []
+    reason = big["status_reason"]
+    assert "0/" in reason and "nodes fit" in reason
+    assert reason == (
+        "pending: need 3 whole free nodes, 2 free; "
+        "0/44 nodes fit: 36 wrong GPU model, 6 node in use"
+    )
+    listed = api.client.get("/api/v1/instances", headers=headers).json()
+    assert [i["status_reason"] for i in listed if i["name"] == "big"] == [reason]
 
 
 def test_a_stale_lease_cannot_overwrite_a_users_stop(api: Api) -> None:

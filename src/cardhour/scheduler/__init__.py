@@ -1,21 +1,37 @@
-"""The placement engine: a snapshot of the fleet in, decisions out. Pure: never touches the DB."""
+"""The placement engine: a snapshot of the fleet in, decisions out. Pure: never touches the DB.
 
-from cardhour.scheduler.interface import (
-    NodeState,
+Importing the package registers every score plugin and named policy (`framework.PROFILES`).
+"""
+
+from cardhour.scheduler.engine import Scheduler
+from cardhour.scheduler.frag import TypicalWorkload
+from cardhour.scheduler.framework import PROFILES, Profile, profile_named
+from cardhour.scheduler.profiles import DEFAULT_POLICY
+from cardhour.scheduler.request import (
+    MAX_GANG_NODES,
+    MILLI,
+    Binding,
+    Kind,
+    Pending,
     Placement,
-    PlacementRequest,
-    Policy,
-    Snapshot,
-    Unschedulable,
+    Request,
 )
-from cardhour.scheduler.simple import SimplePolicy
+from cardhour.scheduler.state import FleetState, NodeInfo
 
 __all__ = [
-    "NodeState",
+    "DEFAULT_POLICY",
+    "MAX_GANG_NODES",
+    "MILLI",
+    "PROFILES",
+    "Binding",
+    "FleetState",
+    "Kind",
+    "NodeInfo",
+    "Pending",
     "Placement",
-    "PlacementRequest",
-    "Policy",
-    "SimplePolicy",
-    "Snapshot",
-    "Unschedulable",
+    "Profile",
+    "Request",
+    "Scheduler",
+    "TypicalWorkload",
+    "profile_named",
 ]

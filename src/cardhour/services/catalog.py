@@ -11,8 +11,9 @@ from cardhour.core.catalog import HOURS_PER_MONTH, Catalog
 from cardhour.core.gpus import GpuModel
 from cardhour.core.money import Money
 from cardhour.core.topology import NodeSpec
-from cardhour.scheduler import Placement, PlacementRequest, Policy, Snapshot, Unschedulable
-from cardhour.services import fleet
+from cardhour.scheduler import MILLI, Pending, Scheduler
+from cardhour.services import fleet, placement
+from cardhour.services.placement import Assignment
 
 
 @dataclass(frozen=True)
@@ -48,45 +49,47 @@ class Recommendation:
     reason: str | None = None
 
 
-def describe(placement: Placement, model: GpuModel, specs: dict[str, NodeSpec]) -> Recommendation:
-    nodes = sorted(placement.gpus_by_node)
+def describe(chosen: Assignment, model: GpuModel, specs: dict[str, NodeSpec]) -> Recommendation:
+    nodes = sorted(chosen.gpus_by_node)
     first = specs[nodes[0]]
     link = model.in_node_link
     if len(nodes) == 1:
-        gpus = len(placement.gpus_by_node[nodes[0]])
+        gpus = len(chosen.gpus_by_node[nodes[0]])
         inter = "NVLink" if model.nvlink else "PCIe"
         where = (
             "1 node" if gpus == first.gpu_count else f"{gpus} of {first.gpu_count} GPUs on 1 node"
         )
         summary = f"{where} ({nodes[0]}), {gpus} × {model.id} over {link}"
-        return Recommendation(True, summary, nodes, list(placement.ib_leaves), inter)
-    leaves = len(placement.ib_leaves)
+        return Recommendation(True, summary, nodes, list(chosen.ib_leaves), inter)
+    leaves = len(chosen.ib_leaves)
     under = "one IB leaf" if leaves == 1 else f"{leaves} IB leaves"
-    if len(placement.ib_spines) > 1:
-        under += f" across {len(placement.ib_spines)} spines"
+    if len(chosen.ib_spines) > 1:
+        under += f" across {len(chosen.ib_spines)} spines"
     fabric = f"{first.ib_rails} × {first.ib_gbps_per_rail} Gb/s InfiniBand"
     summary = (
-        f"{len(nodes)} whole nodes under {under} ({', '.join(placement.ib_leaves)}): "
+        f"{len(nodes)} whole nodes under {under} ({', '.join(chosen.ib_leaves)}): "
         f"{link} inside each node, {fabric} between them"
     )
     inter = "NVLink + InfiniBand" if model.nvlink else "PCIe + InfiniBand"
-    return Recommendation(True, summary, nodes, list(placement.ib_leaves), inter)
+    return Recommendation(True, summary, nodes, list(chosen.ib_leaves), inter)
 
 
 def recommend(
-    catalog: Catalog,
-    policy: Policy,
-    snap: Snapshot,
+    scheduler: Scheduler,
+    view: fleet.FleetView,
     model: GpuModel,
     count: int,
     data_centre: str | None = None,
 ) -> Recommendation:
-    decision = policy.place(snap, PlacementRequest((model.id,), count, data_centre))
-    if isinstance(decision, Unschedulable):
+    """Where `count` × `model` would go on the fleet `view` shows (nothing is reserved)."""
+    shapes = placement.node_shapes(view.state)
+    request = placement.to_request(shapes, "recommendation", model.id, count, data_centre)
+    decision = request if isinstance(request, Pending) else scheduler.place(view.state, request)
+    if isinstance(decision, Pending):
         return Recommendation(
             False, f"cannot place {count} × {model.id} now", [], [], "", decision.reason
         )
-    return describe(decision, model, {n.spec.id: n.spec for n in snap.nodes})
+    return describe(placement.assignment(view.state, decision), model, view.specs)
 
 
 @dataclass(frozen=True)
@@ -106,17 +109,20 @@ class Offer:
 def offers(
     session: Session,
     catalog: Catalog,
-    policy: Policy,
+    scheduler: Scheduler,
     gpu: str | None = None,
     count: int | None = None,
 ) -> list[Offer]:
     """One offer per GPU model × data centre, from the live allocations."""
     models = [catalog.model(gpu)] if gpu else catalog.gpu_models
-    snap = fleet.snapshot(session)
-    groups: dict[tuple[str, str], list] = defaultdict(list)
-    for node in snap.nodes:
-        if node.schedulable:
-            groups[(node.spec.gpu_model, node.spec.data_centre)].append(node)
+    view = fleet.load(session, catalog)
+    state = view.state
+    free_gpus = ((state.gpu_free == MILLI) & state.gpu_real).sum(axis=1)
+    empty = state.empty()
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i in range(len(state)):
+        if state.schedulable[i] and state.model[i] >= 0:
+            groups[(state.models[state.model[i]], state.dcs[state.dc[i]])].append(i)
     result = []
     for model in models:
         for dc in catalog.data_centres:
@@ -125,17 +131,17 @@ def offers(
                 continue
             rec = None
             if count is not None:
-                rec = recommend(catalog, policy, snap, model, count, dc.id)
+                rec = recommend(scheduler, view, model, count, dc.id)
             result.append(
                 Offer(
                     model=model,
                     data_centre=dc.id,
                     data_centre_name=dc.name,
                     ownership=dc.ownership,
-                    gpus_per_node=max(n.spec.gpu_count for n in nodes),
-                    total_gpus=sum(n.spec.gpu_count for n in nodes),
-                    free_gpus=sum(len(n.free_gpus) for n in nodes),
-                    free_nodes=sum(1 for n in nodes if n.is_empty),
+                    gpus_per_node=int(state.gpu_count[nodes].max()),
+                    total_gpus=int(state.gpu_count[nodes].sum()),
+                    free_gpus=int(free_gpus[nodes].sum()),
+                    free_nodes=int(empty[nodes].sum()),
                     quote=quote(catalog, model.id, dc.id, count or 1),
                     recommendation=rec,
                 )

@@ -1,14 +1,17 @@
-"""The fleet as the database knows it: node sync from a backend's inventory, scheduler snapshots."""
+"""The fleet as the database knows it: node sync from a backend's inventory, engine snapshots."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from cardhour.core.catalog import Catalog
 from cardhour.core.topology import NodeSpec
 from cardhour.db.models import NodeRow
-from cardhour.scheduler import NodeState, Snapshot
+from cardhour.scheduler import FleetState
+from cardhour.services import placement
 from cardhour.store import nodes as store
 
 
@@ -67,15 +70,26 @@ def sync_nodes(session: Session, inventory: Iterable[NodeSpec]) -> tuple[int, in
     return added, updated
 
 
-def snapshot(session: Session, all_free: bool = False) -> Snapshot:
-    """The fleet as the scheduler sees it; `all_free` ignores allocations (what could ever fit)."""
-    used = {} if all_free else store.used_gpus_by_node(session)
-    nodes = []
-    for row in store.list_nodes(session):
-        taken = used.get(row.id, set())
-        free = [g for g in range(row.gpu_count) if g not in taken]
-        nodes.append(NodeState(spec_of(row), free, row.allocation_version, row.schedulable))
-    return Snapshot(nodes)
+@dataclass
+class FleetView:
+    """One read of the fleet: the engine's state, and the node rows' specs and versions."""
+
+    state: FleetState
+    specs: dict[str, NodeSpec]  # by node id
+    versions: dict[str, int]  # allocation_version as read, for the optimistic guard
+
+
+def load(session: Session, catalog: Catalog, all_free: bool = False) -> FleetView:
+    """The fleet as the engine sees it; `all_free` ignores allocations (what could ever fit)."""
+    rows = store.list_nodes(session)
+    specs = {row.id: spec_of(row) for row in rows}
+    state = placement.build_state(
+        list(specs.values()),
+        {m.id for m in catalog.gpu_models if m.nvlink},
+        {row.id for row in rows if not row.schedulable},
+        None if all_free else store.allocations_by_instance(session),
+    )
+    return FleetView(state, specs, {row.id: row.allocation_version for row in rows})
 
 
 def node_usage(session: Session) -> list[tuple[NodeRow, list[int]]]:

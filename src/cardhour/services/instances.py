@@ -25,8 +25,8 @@ from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money
 from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transition
 from cardhour.db.models import InstanceEventRow, InstanceRow, UserRow
-from cardhour.scheduler import PlacementRequest, Policy, Unschedulable
-from cardhour.services import fleet, ledger, metering
+from cardhour.scheduler import Pending, Scheduler
+from cardhour.services import fleet, ledger, metering, placement
 from cardhour.services.ids import new_id
 from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
@@ -138,12 +138,14 @@ def _check_balance(session: Session, user: UserRow, hour: Money) -> None:
 def create(
     session: Session,
     catalog: Catalog,
-    policy: Policy,
+    scheduler: Scheduler,
     user: UserRow,
     req: LaunchRequest,
     now: datetime,
 ) -> InstanceRow:
-    """Validate, price, check the balance covers an hour, and record a `pending` instance."""
+    """Validate, price, check the balance covers an hour, and record a `pending` instance.
+
+    Raises NoCapacity if the request could not be placed even on an all-free fleet."""
     model = catalog.model(req.gpu)
     count = validate_gpu_count(req.count)
     if req.plan == Plan.MONTHLY.value:
@@ -153,10 +155,10 @@ def create(
     image = catalog.image(req.image)
     ssh_key = validate_ssh_key(req.ssh_key)
     name = _validate_name(req.name, model.id)
-    ever = policy.place(
-        fleet.snapshot(session, all_free=True), PlacementRequest((model.id,), count)
-    )
-    if isinstance(ever, Unschedulable):
+    state = fleet.load(session, catalog, all_free=True).state
+    request = placement.to_request(placement.node_shapes(state), "launch", model.id, count)
+    ever = request if isinstance(request, Pending) else scheduler.place(state, request)
+    if isinstance(ever, Pending):
         raise NoCapacity(f"no {count} × {model.id} can be placed on this fleet: {ever.reason}")
     price = max(
         catalog.prices.on_demand(model.id, dc.id)

@@ -1,7 +1,9 @@
 """The scheduling cycle: pending instances → placements, all decisions in one transaction.
 
-Run by one leader at a time (advisory lock on PostgreSQL). Each placement is guarded by the
-nodes' allocation versions read in the snapshot; a node changed since is skipped this cycle.
+Run by one leader at a time (advisory lock on PostgreSQL). One `FleetState` per cycle; each
+pending instance, oldest first, is bound on it so later ones see earlier placements. Each
+placement is guarded by its nodes' allocation versions as read; if one moved since, the
+placement is forgotten in the state and the instance waits for the next cycle.
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ from sqlalchemy.orm import Session
 from cardhour.core.catalog import Catalog
 from cardhour.core.states import InstanceStatus
 from cardhour.db.locking import try_leader_lock
-from cardhour.scheduler import Placement, PlacementRequest, Policy
-from cardhour.services import fleet
+from cardhour.scheduler import Pending, Scheduler, TypicalWorkload
+from cardhour.services import fleet, placement
 from cardhour.services.instances import switch_status
 from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
 
 
 class _NodeChanged(Exception):
-    """A node's allocation version moved since the snapshot was taken."""
+    """A node's allocation version moved since the fleet was read."""
 
 
 @dataclass
@@ -32,35 +34,56 @@ class CycleResult:
     pending: dict[str, str] = field(default_factory=dict)  # instance id -> reason
 
 
-def run_cycle(session: Session, catalog: Catalog, policy: Policy, now: datetime) -> CycleResult:
+def typical_workload(
+    session: Session, shapes: dict[str, placement.NodeShape], window: int
+) -> TypicalWorkload:
+    """FGD's typical workload from the `window` most recent instance requests (any status)."""
+    return placement.typical_workload(shapes, store.recent_requests(session, window))
+
+
+def make_scheduler(session: Session, catalog: Catalog, policy: str, window: int) -> Scheduler:
+    """The engine running `policy`, with the typical workload of the fleet as it is now."""
+    shapes = placement.node_shapes(fleet.load(session, catalog, all_free=True).state)
+    return Scheduler(policy, typical_workload(session, shapes, window))
+
+
+def run_cycle(
+    session: Session, catalog: Catalog, scheduler: Scheduler, now: datetime, window: int
+) -> CycleResult:
+    """Place pending instances; `window` sizes the typical workload, refreshed once per cycle."""
     if not try_leader_lock(session, "cardhour-scheduler"):
         return CycleResult(leader=False)
     result = CycleResult()
     pending = store.list_in_status(session, [InstanceStatus.PENDING.value], lock=True)
     if not pending:
         return result
-    snap = fleet.snapshot(session)
-    versions = {n.spec.id: n.version for n in snap.nodes}
+    view = fleet.load(session, catalog)
+    state = view.state
+    shapes = placement.node_shapes(state)
+    # The engine reads `workload` when it first sees a state; this cycle's state is new.
+    scheduler.workload = typical_workload(session, shapes, window)
     for row in pending:
-        decision = policy.place(snap, PlacementRequest((row.gpu_model,), row.gpu_count))
-        if not isinstance(decision, Placement):
+        request = placement.to_request(shapes, row.id, row.gpu_model, row.gpu_count)
+        decision = request if isinstance(request, Pending) else scheduler.bind(state, request)
+        if isinstance(decision, Pending):
             row.status_reason = f"pending: {decision.reason}"
             result.pending[row.id] = decision.reason
             continue
-        nodes = sorted(decision.gpus_by_node)
+        where = placement.assignment(state, decision)
+        nodes = sorted(where.gpus_by_node)
         try:
             with session.begin_nested():  # all the nodes' versions advance, or none do
-                if not all(node_store.bump_version(session, n, versions[n]) for n in nodes):
+                if not all(node_store.bump_version(session, n, view.versions[n]) for n in nodes):
                     raise _NodeChanged
         except _NodeChanged:
+            state.forget(decision)
             result.pending[row.id] = "a node changed during the cycle; retrying"
             continue
         for node_id in nodes:
-            versions[node_id] += 1
-        snap.apply(decision)
-        node_store.add_allocations(session, row.id, decision.gpus_by_node)
-        row.data_centre = decision.data_centre
-        row.price_micros = catalog.prices.on_demand(row.gpu_model, decision.data_centre).micros
+            view.versions[node_id] += 1
+        node_store.add_allocations(session, row.id, where.gpus_by_node)
+        row.data_centre = where.data_centre
+        row.price_micros = catalog.prices.on_demand(row.gpu_model, where.data_centre).micros
         row.attempt += 1
         row.external_name = f"ch-{row.id}-{row.attempt}"
         placed_on = ", ".join(nodes)

@@ -58,6 +58,16 @@ def list_in_status(
     return list(session.scalars(stmt.order_by(InstanceRow.created_at, InstanceRow.id)))
 
 
+def recent_requests(session: Session, limit: int) -> list[tuple[str, int]]:
+    """(gpu_model, gpu_count) of the `limit` most recently created instances, any status."""
+    stmt = (
+        select(InstanceRow.gpu_model, InstanceRow.gpu_count)
+        .order_by(InstanceRow.created_at.desc(), InstanceRow.id.desc())
+        .limit(limit)
+    )
+    return [(model, count) for model, count in session.execute(stmt)]
+
+
 def claimable(
     session: Session, statuses: Iterable[str], now: datetime, limit: int
 ) -> list[InstanceRow]:

@@ -26,6 +26,15 @@ def used_gpus_by_node(session: Session) -> dict[str, set[int]]:
     return used
 
 
+def allocations_by_instance(session: Session) -> dict[str, dict[str, set[int]]]:
+    """Every allocation: instance id → node id → GPU indices."""
+    held: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    stmt = select(AllocationRow.instance_id, AllocationRow.node_id, AllocationRow.gpu_index)
+    for instance_id, node_id, gpu in session.execute(stmt):
+        held[instance_id][node_id].add(gpu)
+    return held
+
+
 def allocations_of(session: Session, instance_id: str) -> list[AllocationRow]:
     stmt = select(AllocationRow).where(AllocationRow.instance_id == instance_id)
     return list(session.scalars(stmt.order_by(AllocationRow.node_id, AllocationRow.gpu_index)))

@@ -1,0 +1,206 @@
+"""The control plane's adapter to the placement engine (`cardhour.scheduler`). Pure: no DB.
+
+Contract:
+- `build_state`: nodes and current allocations → a `FleetState`. CPU is `cpus × 1000` milli,
+  memory `memory_gb × 1024` MiB. A model with NVLink is one GPU domain; any other node has two
+  PCIe-switch domains (the first half of its GPUs, then the rest). An instance on one node is a
+  container holding its GPUs and the node's proportional share of CPU and memory,
+  `floor(cap × k / gpu_count)`; an instance on several nodes is a gang holding each node whole.
+- `to_request`: an instance (GPU model, count, optional data centre) → a `Request`, or a
+  `Pending` when no request can express the count. With `size` the GPUs of the model's largest
+  node: count ≤ size → a container of `count` whole GPUs with the proportional CPU and memory of
+  that node; a multiple of size → a gang of `count / size` whole nodes; anything else → Pending
+  ("… ask for a multiple of 8 (whole nodes) or at most one node's worth").
+- `assignment`: a `Placement` → node ids and GPU indices, what `AllocationRow`s hold.
+- `typical_workload`: recent instance requests → FGD's typical workload M (a default of 1, 2,
+  4 and 8 whole GPUs per model when there are none).
+Pitfall: node shapes are per model (the fleet file's node groups). Nodes of one model with
+different sizes work, but a container's CPU and memory are those of the largest node's share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from cardhour.core.topology import NodeSpec
+from cardhour.scheduler import (
+    MAX_GANG_NODES,
+    MILLI,
+    Binding,
+    FleetState,
+    NodeInfo,
+    Pending,
+    Placement,
+    Request,
+    TypicalWorkload,
+)
+
+DEFAULT_SIZES = (1, 2, 4, 8)  # the typical workload when no instance was ever requested
+
+#: instance id → node id → GPU indices it holds there
+Allocations = Mapping[str, Mapping[str, Collection[int]]]
+
+
+def gpu_domains(gpu_count: int, nvlink: bool) -> tuple[int, ...]:
+    """GPU g's in-node domain: one NVLink domain, or two PCIe switches of half the GPUs each."""
+    if nvlink:
+        return (0,) * gpu_count
+    half = gpu_count // 2
+    return (0,) * half + (1,) * (gpu_count - half)
+
+
+def node_info(spec: NodeSpec, nvlink: bool, schedulable: bool = True) -> NodeInfo:
+    return NodeInfo(
+        name=spec.id,
+        cpu_milli=spec.cpus * 1000,
+        memory_mib=spec.memory_gb * 1024,
+        gpu_count=spec.gpu_count,
+        gpu_model=spec.gpu_model,
+        domains=gpu_domains(spec.gpu_count, nvlink),
+        ib_leaf=spec.ib_leaf,
+        ib_spine=spec.ib_spine,
+        data_centre=spec.data_centre,
+        schedulable=schedulable,
+    )
+
+
+def build_state(
+    specs: Sequence[NodeSpec],
+    nvlink_models: Collection[str],
+    unschedulable: Collection[str] = (),
+    allocations: Allocations | None = None,
+) -> FleetState:
+    """The fleet with every allocation held (containers first, then gangs)."""
+    state = FleetState.build(
+        [node_info(s, s.gpu_model in nvlink_models, s.id not in unschedulable) for s in specs]
+    )
+    held = sorted((allocations or {}).items(), key=lambda kv: (len(kv[1]) > 1, kv[0]))
+    for instance_id, on_nodes in held:
+        _hold(state, instance_id, on_nodes)
+    return state
+
+
+def _hold(state: FleetState, instance_id: str, on_nodes: Mapping[str, Collection[int]]) -> None:
+    gang = len(on_nodes) > 1
+    bindings = []
+    for name, gpus in sorted(on_nodes.items()):
+        i = state.index.get(name)
+        if i is None:
+            continue
+        n = int(state.gpu_count[i])
+        held = tuple(sorted(g for g in gpus if 0 <= g < n))
+        if not held:
+            continue
+        cpu, mem = int(state.cpu_cap[i]), int(state.mem_cap[i])
+        if gang:
+            bindings.append(Binding(i, held, MILLI, cpu, mem, exclusive=True))
+        else:
+            k = len(held)
+            bindings.append(Binding(i, held, MILLI, cpu * k // n, mem * k // n, tag=min(k, 8)))
+    try:
+        state.assume(Placement(instance_id, tuple(bindings)))
+    except ValueError:
+        # The DB and the node disagree (a node resized under running work): hold the GPUs only;
+        # the unique (node, GPU) constraint makes that always consistent.
+        gpus_only = tuple(
+            replace(b, cpu_milli=0, memory_mib=0, exclusive=False, tag=None) for b in bindings
+        )
+        state.assume(Placement(instance_id, gpus_only))
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """The largest node of a model: its GPUs, and the least CPU and memory among such nodes."""
+
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+
+
+def node_shapes(state: FleetState) -> dict[str, NodeShape]:
+    """Per GPU model, the shape of its largest schedulable node (of any node if none is)."""
+    shapes: dict[str, NodeShape] = {}
+    for code, model in enumerate(state.models):
+        nodes = np.flatnonzero((state.model == code) & (state.gpu_count > 0))
+        live = nodes[state.schedulable[nodes]]
+        nodes = live if len(live) else nodes
+        if not len(nodes):
+            continue
+        size = int(state.gpu_count[nodes].max())
+        largest = nodes[state.gpu_count[nodes] == size]
+        shapes[model] = NodeShape(
+            size, int(state.cpu_cap[largest].min()), int(state.mem_cap[largest].min())
+        )
+    return shapes
+
+
+def to_request(
+    shapes: Mapping[str, NodeShape],
+    request_id: str,
+    gpu_model: str,
+    count: int,
+    data_centre: str | None = None,
+) -> Request | Pending:
+    models = frozenset({gpu_model})
+    shape = shapes.get(gpu_model)
+    if shape is None:  # no node has this model: the engine's filters say so ("44 wrong GPU model")
+        return Request(request_id, 0, 0, count, MILLI, models, data_centre=data_centre)
+    size = shape.gpus
+    if count <= size:
+        cpu, mem = shape.cpu_milli * count // size, shape.memory_mib * count // size
+        return Request(request_id, cpu, mem, count, MILLI, models, data_centre=data_centre)
+    if count % size:
+        return Pending(
+            f"{count} GPUs span several nodes: ask for a multiple of {size} (whole nodes) "
+            "or at most one node's worth"
+        )
+    nodes = count // size
+    if nodes > MAX_GANG_NODES:
+        return Pending(f"{count} GPUs need {nodes} whole nodes; at most {MAX_GANG_NODES} fit")
+    return Request(
+        request_id,
+        shape.cpu_milli,
+        shape.memory_mib,
+        size,
+        MILLI,
+        models,
+        nodes=nodes,
+        data_centre=data_centre,
+    )
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A placement as the DB records it: GPU indices by node id."""
+
+    gpus_by_node: dict[str, list[int]]
+    data_centre: str
+    ib_leaves: tuple[str, ...] = ()
+    ib_spines: tuple[str, ...] = ()
+
+
+def assignment(state: FleetState, placement: Placement) -> Assignment:
+    gpus = {state.names[b.node]: sorted(b.gpus) for b in placement.bindings}
+    first = placement.bindings[0].node
+    return Assignment(gpus, state.dcs[state.dc[first]], placement.leaves, placement.spines)
+
+
+def typical_workload(
+    shapes: Mapping[str, NodeShape], recent: Iterable[tuple[str, int]]
+) -> TypicalWorkload:
+    """FGD's typical workload from recent requests `(gpu_model, count)`; those no request can
+    express are left out. With none: 1, 2, 4 and 8 whole GPUs of each model in the fleet."""
+    requests = _requests(shapes, recent)
+    if not requests:
+        requests = _requests(shapes, [(m, k) for m in sorted(shapes) for k in DEFAULT_SIZES])
+    if not requests:  # no GPU node at all: anything will do
+        requests = [Request("default", num_gpu=1, gpu_milli=MILLI)]
+    return TypicalWorkload.from_requests(requests)
+
+
+def _requests(shapes: Mapping[str, NodeShape], wanted: Iterable[tuple[str, int]]) -> list[Request]:
+    found = (to_request(shapes, f"w{i}", m, k) for i, (m, k) in enumerate(wanted))
+    return [r for r in found if isinstance(r, Request)]
