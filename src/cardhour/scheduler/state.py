@@ -69,6 +69,7 @@ class FleetState:
     schedulable: np.ndarray
     exclusive: np.ndarray  # held whole by a bare-metal tenant or a gang
     tags: np.ndarray  # [N, TAGS] hosted pods by tag (see TAGS)
+    hosted: np.ndarray  # [N] bindings on the node (a zero-size container still occupies it)
     version: np.ndarray
     index: dict[str, int] = field(default_factory=dict)
 
@@ -115,6 +116,7 @@ class FleetState:
             schedulable=np.array([node.schedulable for node in nodes], dtype=bool),
             exclusive=np.zeros(n, dtype=bool),
             tags=np.zeros((n, TAGS), dtype=np.int32),
+            hosted=np.zeros(n, dtype=np.int32),
             version=np.zeros(n, dtype=np.int64),
             index={name: i for i, name in enumerate(names)},
         )
@@ -137,6 +139,7 @@ class FleetState:
             & (self.cpu_free == self.cpu_cap)
             & (self.mem_free == self.mem_cap)
             & ~self.exclusive
+            & (self.hosted == 0)
         )
 
     def node_empty(self, i: int) -> bool:
@@ -145,6 +148,7 @@ class FleetState:
             and self.cpu_free[i] == self.cpu_cap[i]
             and self.mem_free[i] == self.mem_cap[i]
             and not self.exclusive[i]
+            and self.hosted[i] == 0
         )
 
     def copy(self) -> FleetState:
@@ -158,6 +162,7 @@ class FleetState:
                 "schedulable": self.schedulable.copy(),
                 "exclusive": self.exclusive.copy(),
                 "tags": self.tags.copy(),
+                "hosted": self.hosted.copy(),
                 "version": self.version.copy(),
             }
         )
@@ -195,6 +200,7 @@ class FleetState:
                 self.gpu_free[i, list(b.gpus)] += sign * b.milli
             if b.exclusive:
                 self.exclusive[i] = sign < 0
+            self.hosted[i] -= sign
             tag = b.tag
             if tag is not None:
                 self.tags[i, tag] -= sign
