@@ -60,8 +60,8 @@ def run_cycle(
     view = fleet.load(session, catalog)
     state = view.state
     shapes = placement.node_shapes(state)
-    # The engine reads `workload` when it first sees a state; this cycle's state is new.
-    scheduler.workload = typical_workload(session, shapes, window)
+    # A fresh engine per cycle: the shared one (also read by API threads) is never mutated.
+    scheduler = Scheduler(scheduler.profile, typical_workload(session, shapes, window))
     for row in pending:
         request = placement.to_request(shapes, row.id, row.gpu_model, row.gpu_count)
         decision = request if isinstance(request, Pending) else scheduler.bind(state, request)
