@@ -180,7 +180,10 @@ def _write(path: Path, text: str) -> Path:
         ("malformed nodes", "lacks columns"),
         ("no summary", "published summary"),
         ("trace not published", "has no numbers for openb_pod_list_other"),
-        ("bad tune", "--tune must be positive"),
+        ("bad tune", "--tune must be in (0, 10]"),
+        ("infinite tune", "--tune must be in (0, 10]"),
+        ("bare metal too high", "--bare-metal must be in [0, 0.9]"),
+        ("duplicate node", "appears more than once"),
         ("bad jobs", "--jobs must be at least 1"),
     ],
 )
@@ -209,6 +212,16 @@ def test_bad_input_exits_2_with_one_line(trace: Path, case: str, fragment: str) 
             "--compare",
         ],
         "bad tune": ["--trace", str(trace), "--tune", "0"],
+        "infinite tune": ["--trace", str(trace), "--tune", "inf"],
+        "bare metal too high": ["--trace", str(trace), "--bare-metal", "0.999"],
+        "duplicate node": [
+            "--trace",
+            str(trace),
+            "--nodes",
+            str(
+                _write(d / "dup.csv", "sn,cpu_milli,memory_mib,gpu,model\nn,1,1,1,T4\nn,1,1,1,T4\n")
+            ),
+        ],
         "bad jobs": ["--trace", str(trace), "--jobs", "0"],
     }[case]
     if case == "no summary":

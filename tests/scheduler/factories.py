@@ -11,7 +11,7 @@ from cardhour.scheduler.request import Request
 from cardhour.scheduler.state import FleetState, NodeInfo
 
 # The arrays `assume`/`forget` change; `version` is left out on purpose (it only ever grows).
-MUTABLE = ("cpu_free", "mem_free", "gpu_free", "exclusive", "tags")
+MUTABLE = ("cpu_free", "mem_free", "gpu_free", "exclusive", "tags", "hosted")
 
 
 def make_node(

@@ -443,3 +443,29 @@ def test_named_policies_work_without_importing_profiles_first() -> None:
     code = "from cardhour.scheduler.engine import Scheduler; Scheduler('bestfit')"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_gang_takes_fewer_leaves_across_spines_over_more_under_one() -> None:
+    """Fewest leaves first, then fewest spines: 2 leaves on two spines beat 3 on one (the
+    largest leaf, then the smallest that completes the gang)."""
+    nodes = [
+        make_node(f"{leaf}-{i}", leaf=leaf, spine=spine)
+        for leaf, spine, free in (("L0", "S0", 3), ("L1", "S0", 3), ("L2", "S0", 3))
+        + (("L3", "S1", 7), ("L4", "S2", 7))
+        for i in range(free)
+    ]
+    state = make_state(*nodes)
+    decision = Scheduler("bestfit").place(state, Request("g", num_gpu=8, nodes=8))
+    assert isinstance(decision, Placement)
+    assert decision.leaves == ("L0", "L3") and decision.spines == ("S0", "S1")
+
+
+def test_assume_refuses_two_bindings_on_one_node_and_forget_what_is_not_held() -> None:
+    state = make_state(make_node("n0", gpus=2, cpu=1000))
+    twice = Placement("p", (Binding(0, (0,), 600, 600, 0), Binding(0, (1,), 600, 600, 0)))
+    before = snapshot(state)
+    with pytest.raises(ValueError, match="one binding per node"):
+        state.assume(twice)
+    with pytest.raises(ValueError, match="not held"):
+        state.forget(Placement("q", (Binding(0, (0,), 500, 500, 0),)))
+    assert_unchanged(state, before)

@@ -236,3 +236,23 @@ def test_demo_fleet_places_by_model_and_topology() -> None:
     pending = place(state, "RTX4090", 16)
     assert isinstance(pending, Pending)
     assert "12 no InfiniBand" in pending.reason and "32 wrong GPU model" in pending.reason
+
+
+def test_a_container_fits_the_smaller_node_of_a_model_with_mixed_sizes() -> None:
+    """Shares are set at the leanest CPU per GPU, so an empty 4-GPU node takes 4 GPUs even
+    when the model's largest node is 8 GPUs with twice the CPU per GPU; the rebuild agrees."""
+    big = NodeSpec("big", "dc", "X", 8, 128, 1024, None, None, 0, 0)
+    small = NodeSpec("small", "dc", "X", 4, 32, 256, None, None, 0, 0)
+    busy = {"i0": {"big": range(8)}}
+    state = placement.build_state([big, small], (), allocations=busy)
+    shapes = placement.node_shapes(state)
+    assert shapes["X"] == NodeShape(8, 64_000, 524_288)
+    request = placement.to_request(shapes, "i1", "X", 4)
+    assert isinstance(request, Request) and request.cpu_milli == 32_000
+    decision = Scheduler("bestfit").bind(state, request)
+    assert isinstance(decision, Placement)
+    where = placement.assignment(state, decision)
+    rebuilt = placement.build_state(
+        [big, small], (), allocations={**busy, "i1": where.gpus_by_node}
+    )
+    assert rebuilt.cpu_free.tolist() == state.cpu_free.tolist() == [64_000, 0]

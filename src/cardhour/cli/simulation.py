@@ -23,7 +23,7 @@ from cardhour.cli.common import out
 from cardhour.core.errors import InvalidInput, NotFound
 from cardhour.scheduler import profiles
 from cardhour.scheduler.framework import PROFILES
-from cardhour.scheduler.replay import replay
+from cardhour.scheduler.replay import MAX_BARE_METAL_SHARE, MAX_TUNE, replay
 from cardhour.scheduler.report import (
     METRICS,
     Summary,
@@ -64,6 +64,12 @@ class Options:
 
 def run(opts: Options) -> None:
     """Check everything, replay every seed, print JSON or tables (see the command's help)."""
+    if not 0 < opts.tune <= MAX_TUNE:
+        raise InvalidInput(f"--tune must be in (0, {MAX_TUNE:g}], got {opts.tune}")
+    if not 0 <= opts.bare_metal <= MAX_BARE_METAL_SHARE:
+        raise InvalidInput(
+            f"--bare-metal must be in [0, {MAX_BARE_METAL_SHARE}], got {opts.bare_metal}"
+        )
     try:
         seeds = parse_seeds(opts.seeds)
     except ValueError as exc:

@@ -55,14 +55,20 @@ class Scheduler:
         self._ctx: Context | None = None
 
     def context(self, state: FleetState) -> Context:
-        if self._ctx is None or self._ctx.state is not state:
-            self._ctx = Context(state, self.rng, self.workload)
-        return self._ctx
+        """The plugins' view of `state` (cached per state; each caller keeps its own reference,
+        so threads deciding on different states never see each other's). Deciding on one state
+        from several threads at once is not supported."""
+        ctx = self._ctx
+        if ctx is None or ctx.state is not state:
+            ctx = Context(state, self.rng, self.workload)
+            self._ctx = ctx
+        return ctx
 
     def _rank(self, state: FleetState) -> np.ndarray:
-        if self.tie_rank is None or len(self.tie_rank) != len(state):
-            self.tie_rank = np.arange(len(state))
-        return self.tie_rank
+        rank = self.tie_rank
+        if rank is None or len(rank) != len(state):
+            rank = np.arange(len(state))
+        return rank
 
     def place(self, state: FleetState, req: Request) -> Placement | Pending:
         ctx = self.context(state)

@@ -34,6 +34,9 @@ class TypicalWorkload:
     count: np.ndarray  # k_m
     models: tuple[frozenset[str], ...]  # T_m (empty = any)
     p: np.ndarray
+    # Integer weights with p = weight / weight.sum(), when known: F_n(M) is then computed
+    # exactly, so equal fragment amounts give a Δ of exactly 0 (FGD's ties depend on it).
+    weight: np.ndarray | None = None
 
     @classmethod
     def from_requests(
@@ -62,13 +65,14 @@ class TypicalWorkload:
             covered += n
             if covered >= popularity * total:
                 break
-        weight = np.array([n for _, n in kept], dtype=np.float64)
+        weight = np.array([n for _, n in kept], dtype=np.float64)  # integer-valued
         return cls(
             cpu=np.array([k[0] for k, _ in kept], dtype=np.int64),
             milli=np.array([k[1] for k, _ in kept], dtype=np.int64),
             count=np.array([k[2] for k, _ in kept], dtype=np.int64),
             models=tuple(k[3] for k, _ in kept),
             p=weight / weight.sum(),
+            weight=weight,
         )
 
     def __len__(self) -> int:
@@ -90,11 +94,12 @@ class FragMeter:
         self.state = state
         self.w = workload
         n, m = len(state), len(workload)
-        self.access = workload.access(state.models)[state.model]  # [N, M]; model -1 → last row
-        self.gpu_task = workload.milli > 0
-        self.fit = np.zeros((n, m), dtype=np.int64)  # GPUs with R ≥ d_m
-        self.small = np.zeros((n, m), dtype=np.int64)  # Σ R over GPUs with R < d_m
-        self.idle = np.zeros(n, dtype=np.int64)  # U_n
+        # [N, M]: type m is a GPU task allowed on node n's model (model -1 → the last row).
+        self.access = workload.access(state.models)[state.model] & (workload.milli > 0)
+        # Sufficient statistics, integer-valued float64 (exact below 2**53, see `node_frag`).
+        self.fit = np.zeros((n, m))  # GPUs with R ≥ d_m
+        self.small = np.zeros((n, m))  # Σ R over GPUs with R < d_m
+        self.idle = np.zeros(n)  # U_n
         self.frag = np.zeros(n, dtype=np.float64)  # F_n(M)
         self._seen = np.full(n, -1, dtype=np.int64)
         self.refresh()
@@ -126,8 +131,12 @@ class FragMeter:
     ) -> np.ndarray:
         """F_n(M) from sufficient statistics; rows of `fit`/`small` align with `nodes`."""
         w = self.w
-        fits = self.gpu_task & (fit >= w.count) & (cpu_free[:, None] >= w.cpu) & self.access[nodes]
+        fits = (fit >= w.count) & (cpu_free[:, None] >= w.cpu) & self.access[nodes]
         per_type = np.where(fits, small, idle[:, None])
+        if w.weight is not None:
+            # Integer-valued float64 sums stay below 2**53 (≤ 8,000 milli × weights), so BLAS
+            # adds them exactly in any order; one division then gives equal F for equal inputs.
+            return np.asarray(per_type @ w.weight) / w.weight.sum()
         return np.asarray(per_type @ w.p)
 
     def total(self) -> float:

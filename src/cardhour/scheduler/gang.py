@@ -3,9 +3,9 @@
 A gang stays in one data centre (InfiniBand does not cross sites) and uses the fewest IB leaf
 switches, then the fewest spines:
 - if one leaf has n free nodes, the leaf with the fewest free nodes that still holds n (best fit);
-- else, per spine, the largest leaves first and the last leaf the smallest that completes the
-  gang; the spine needing the fewest leaves wins (ties: fewer spare nodes left broken);
-- else, the same across every leaf of the data centre.
+- else, the largest leaves first and the last leaf the smallest that completes the gang, within
+  each spine and across the data centre's spines; the fewest leaves win, then the fewest spines
+  (then fewer spare nodes left broken).
 The k largest leaves hold the most nodes of any k leaves, so the leaf count is minimal.
 A single bare-metal node goes where it breaks the fewest gang-capable blocks: nodes without
 InfiniBand first, then the leaf with the fewest free nodes.
@@ -91,7 +91,7 @@ def place_gang(
             found = _fewest_leaves(ids, per_leaf[ids], n)
             if found is not None:
                 options.append(((len(found[0]), 1, found[1]), found[0]))
-        if not options:
+        if len(np.unique(leaf_spine[leaf_ids])) > 1:  # several spines may need fewer leaves
             found = _fewest_leaves(leaf_ids, per_leaf[leaf_ids], n)
             if found is not None:
                 spines = len(np.unique(leaf_spine[found[0]]))

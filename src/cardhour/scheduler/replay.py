@@ -26,6 +26,8 @@ from cardhour.scheduler.request import MILLI, Placement, Request
 from cardhour.scheduler.state import FleetState, NodeInfo
 
 ARRIVED = (90, 95, 100, 110, 120, 130)
+MAX_TUNE = 10.0  # demand at most 10× capacity: beyond, a replay only grows its stream
+MAX_BARE_METAL_SHARE = 0.9
 CURVE = range(0, 131)
 
 
@@ -128,10 +130,16 @@ def replay(
     timer: Callable[[], float] = time.perf_counter,
 ) -> ReplayResult:
     """Run one seed of the FGD protocol with one policy."""
+    if not 0 < tune <= MAX_TUNE:
+        raise ValueError(f"tune must be in (0, {MAX_TUNE:g}], got {tune}")
+    if not 0 <= bare_metal_share <= MAX_BARE_METAL_SHARE:
+        raise ValueError(f"bare-metal share must be in [0, {MAX_BARE_METAL_SHARE}]")
     started = timer()
     rng = np.random.default_rng(seed)
     state = FleetState.build(nodes)
     capacity = int(state.gpu_count.sum()) * MILLI
+    if capacity == 0:
+        raise ValueError("the node list has no GPUs")
     workload = TypicalWorkload.from_requests(pods)
     tie_rank = rng.permutation(len(state))
     stream = tune_pods(pods, capacity, tune, rng)

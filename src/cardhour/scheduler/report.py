@@ -10,8 +10,6 @@ Metric keys are ours (`METRICS`); arrived % keys are strings, as in `ReplayResul
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -19,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cardhour.scheduler.replay import ReplayResult
-from cardhour.scheduler.trace import TraceError
+from cardhour.scheduler.trace import TraceError, read_rows
 
 METRICS = ("unallocated_gpu_pct", "frag_pct_of_total", "frag_rate_pct")
 COUNTS = ("pods", "failed_pods", "wall_seconds", "bare_metal_requested", "bare_metal_satisfied")
@@ -161,13 +159,8 @@ def parse_published(text: str) -> PublishedTable:
     Keys use the authors' workload, policy and metric names; the arrived % is normalised to an
     integer string ("100.0" → "100"). `median` is optional (NaN when absent).
     """
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in PUBLISHED_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise TraceError(f"published summary lacks columns {', '.join(missing)}")
     table: PublishedTable = {}
-    for i, row in enumerate(reader):
-        line = i + 2
+    for line, row in read_rows(text, PUBLISHED_COLUMNS, "published summary"):
         arrived = _number(row, "arrived_pct", line)
         cell = Published(
             mean=_number(row, "mean", line),

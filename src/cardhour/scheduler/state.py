@@ -173,10 +173,24 @@ class FleetState:
         self._apply(placement, -1)
 
     def forget(self, placement: Placement) -> None:
-        """Give back what `assume` reserved (a release, or a rollback inside a cycle)."""
+        """Give back what `assume` reserved (a release, or a rollback inside a cycle).
+        ValueError (nothing changed) if that would free more than a node has."""
+        for b in placement.bindings:
+            i = b.node
+            gpus = list(b.gpus)
+            if (
+                self.hosted[i] < 1
+                or self.cpu_free[i] + b.cpu_milli > self.cpu_cap[i]
+                or self.mem_free[i] + b.memory_mib > self.mem_cap[i]
+                or any(self.gpu_free[i, g] + b.milli > MILLI for g in gpus)
+            ):
+                raise ValueError(f"{self.names[i]}: {placement.request_id} is not held there")
         self._apply(placement, +1)
 
     def _check(self, placement: Placement) -> None:
+        nodes = placement.nodes
+        if len(set(nodes)) != len(nodes):
+            raise ValueError(f"{placement.request_id}: one binding per node")
         for b in placement.bindings:
             i = b.node
             if self.exclusive[i]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 
 from cardhour.scheduler.request import Request
 from cardhour.scheduler.state import NodeInfo
@@ -21,12 +22,18 @@ class TraceError(ValueError):
     """A trace file that does not parse; the message names the line."""
 
 
-def _rows(text: str, required: tuple[str, ...], what: str) -> list[tuple[int, dict[str, str]]]:
+MAX_VALUE = 10**12  # far above any real node or pod (a 1,000-core node is 10**6 milli)
+
+
+def read_rows(text: str, required: tuple[str, ...], what: str) -> list[tuple[int, dict[str, str]]]:
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in required if c not in (reader.fieldnames or [])]
-    if missing:
-        raise TraceError(f"{what} file lacks columns {', '.join(missing)}")
-    return [(i + 2, row) for i, row in enumerate(reader)]
+    try:
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise TraceError(f"{what} file lacks columns {', '.join(missing)}")
+        return [(i + 2, row) for i, row in enumerate(reader)]
+    except csv.Error as exc:
+        raise TraceError(f"{what} file is not valid CSV: {exc}") from None
 
 
 def _int(row: dict[str, str], key: str, line: int) -> int:
@@ -34,14 +41,14 @@ def _int(row: dict[str, str], key: str, line: int) -> int:
         value = int(row[key])
     except (TypeError, ValueError):
         raise TraceError(f"line {line}: {key} must be an integer, got {row[key]!r}") from None
-    if value < 0:
-        raise TraceError(f"line {line}: {key} must not be negative")
+    if not 0 <= value <= MAX_VALUE:
+        raise TraceError(f"line {line}: {key} must be between 0 and {MAX_VALUE:.0e}")
     return value
 
 
 def parse_nodes(text: str) -> list[NodeInfo]:
     nodes = []
-    for line, row in _rows(text, NODE_COLUMNS, "node"):
+    for line, row in read_rows(text, NODE_COLUMNS, "node"):
         gpus = _int(row, "gpu", line)
         nodes.append(
             NodeInfo(
@@ -54,12 +61,17 @@ def parse_nodes(text: str) -> list[NodeInfo]:
         )
     if not nodes:
         raise TraceError("the node file has no nodes")
+    if not any(node.gpu_count for node in nodes):
+        raise TraceError("the node file has no GPU nodes")
+    twice = [name for name, n in Counter(node.name for node in nodes).items() if n > 1]
+    if twice:
+        raise TraceError(f"node {twice[0]!r} appears more than once")
     return nodes
 
 
 def parse_pods(text: str) -> list[Request]:
     pods = []
-    for line, row in _rows(text, POD_COLUMNS, "pod"):
+    for line, row in read_rows(text, POD_COLUMNS, "pod"):
         spec = (row.get("gpu_spec") or "").strip()
         try:
             pods.append(

@@ -4,18 +4,19 @@ Contract:
 - `build_state`: nodes and current allocations → a `FleetState`. CPU is `cpus × 1000` milli,
   memory `memory_gb × 1024` MiB. A model with NVLink is one GPU domain; any other node has two
   PCIe-switch domains (the first half of its GPUs, then the rest). An instance on one node is a
-  container holding its GPUs and the node's proportional share of CPU and memory,
-  `floor(cap × k / gpu_count)`; an instance on several nodes is a gang holding each node whole.
+  container holding its GPUs and its model's CPU and memory share for k GPUs (`NodeShape`); an
+  instance on several nodes is a gang holding each node whole.
 - `to_request`: an instance (GPU model, count, optional data centre) → a `Request`, or a
   `Pending` when no request can express the count. With `size` the GPUs of the model's largest
-  node: count ≤ size → a container of `count` whole GPUs with the proportional CPU and memory of
-  that node; a multiple of size → a gang of `count / size` whole nodes; anything else → Pending
+  node: count ≤ size → a container of `count` whole GPUs with the model's CPU and memory share;
+  a multiple of size → a gang of `count / size` whole nodes; anything else → Pending
   ("… ask for a multiple of 8 (whole nodes) or at most one node's worth").
 - `assignment`: a `Placement` → node ids and GPU indices, what `AllocationRow`s hold.
 - `typical_workload`: recent instance requests → FGD's typical workload M (a default of 1, 2,
   4 and 8 whole GPUs per model when there are none).
-Pitfall: node shapes are per model (the fleet file's node groups). Nodes of one model with
-different sizes work, but a container's CPU and memory are those of the largest node's share.
+Pitfall: a container's CPU and memory are set per model, at the leanest CPU (and memory) per
+GPU among that model's nodes (`NodeShape`), so they fit on any of its nodes; on a richer node
+the rest stays free. The rebuild charges the same amounts, so a cycle and the next agree.
 """
 
 from __future__ import annotations
@@ -78,12 +79,18 @@ def build_state(
         [node_info(s, s.gpu_model in nvlink_models, s.id not in unschedulable) for s in specs]
     )
     held = sorted((allocations or {}).items(), key=lambda kv: (len(kv[1]) > 1, kv[0]))
+    shapes = node_shapes(state)
     for instance_id, on_nodes in held:
-        _hold(state, instance_id, on_nodes)
+        _hold(state, shapes, instance_id, on_nodes)
     return state
 
 
-def _hold(state: FleetState, instance_id: str, on_nodes: Mapping[str, Collection[int]]) -> None:
+def _hold(
+    state: FleetState,
+    shapes: Mapping[str, NodeShape],
+    instance_id: str,
+    on_nodes: Mapping[str, Collection[int]],
+) -> None:
     gang = len(on_nodes) > 1
     bindings = []
     for name, gpus in sorted(on_nodes.items()):
@@ -99,7 +106,12 @@ def _hold(state: FleetState, instance_id: str, on_nodes: Mapping[str, Collection
             bindings.append(Binding(i, held, MILLI, cpu, mem, exclusive=True))
         else:
             k = len(held)
-            bindings.append(Binding(i, held, MILLI, cpu * k // n, mem * k // n, tag=min(k, 8)))
+            shape = shapes.get(state.models[state.model[i]])
+            if shape is not None:  # what `to_request` asked for, whatever node it landed on
+                cpu, mem = shape.cpu_share(k), shape.memory_share(k)
+            else:
+                cpu, mem = cpu * k // n, mem * k // n
+            bindings.append(Binding(i, held, MILLI, cpu, mem, tag=min(k, 8)))
     try:
         state.assume(Placement(instance_id, tuple(bindings)))
     except ValueError:
@@ -113,11 +125,20 @@ def _hold(state: FleetState, instance_id: str, on_nodes: Mapping[str, Collection
 
 @dataclass(frozen=True)
 class NodeShape:
-    """The largest node of a model: its GPUs, and the least CPU and memory among such nodes."""
+    """A model's largest node size, with the CPU and memory such a node would have at the
+    leanest CPU (and memory) per GPU among the model's nodes. A container of k GPUs asks for
+    `cpu_share(k)` and `memory_share(k)`, which fit on any node of the model that has k GPUs
+    free; a gang takes whole nodes."""
 
     gpus: int
     cpu_milli: int
     memory_mib: int
+
+    def cpu_share(self, k: int) -> int:
+        return self.cpu_milli * k // self.gpus
+
+    def memory_share(self, k: int) -> int:
+        return self.memory_mib * k // self.gpus
 
 
 def node_shapes(state: FleetState) -> dict[str, NodeShape]:
@@ -130,9 +151,11 @@ def node_shapes(state: FleetState) -> dict[str, NodeShape]:
         if not len(nodes):
             continue
         size = int(state.gpu_count[nodes].max())
-        largest = nodes[state.gpu_count[nodes] == size]
+        gpus = state.gpu_count[nodes]
         shapes[model] = NodeShape(
-            size, int(state.cpu_cap[largest].min()), int(state.mem_cap[largest].min())
+            size,
+            int((state.cpu_cap[nodes] * size // gpus).min()),
+            int((state.mem_cap[nodes] * size // gpus).min()),
         )
     return shapes
 
@@ -150,7 +173,7 @@ def to_request(
         return Request(request_id, 0, 0, count, MILLI, models, data_centre=data_centre)
     size = shape.gpus
     if count <= size:
-        cpu, mem = shape.cpu_milli * count // size, shape.memory_mib * count // size
+        cpu, mem = shape.cpu_share(count), shape.memory_share(count)
         return Request(request_id, cpu, mem, count, MILLI, models, data_centre=data_centre)
     if count % size:
         return Pending(
