@@ -166,6 +166,26 @@ def test_signup_offers_launch_status_balance_down(server: Server, tmp_path: Path
     assert json.loads(ok(config, "status", "--json")) == []
 
 
+def test_launch_movable_and_admin_defrag(server: Server, tmp_path: Path) -> None:
+    config = signed_up(server, tmp_path)
+    launched = json.loads(
+        ok(config, "launch", "--gpu", "A800:1", "--movable", "--no-wait", "--json")
+    )
+    assert launched["movable"] is True
+    forbidden = one_line_error(cli(config, "admin", "defrag", "--gpu", "A800:8"), "forbidden")
+    assert "admin" in forbidden
+
+    admin = tmp_path / "admin" / "config.json"
+    password = (server.log.parent / "data" / "admin-password").read_text().strip()
+    email = "admin@cardhour.local"
+    ok(admin, "login", "--url", server.url, "--email", email, "--password", password)
+    plan = json.loads(ok(admin, "admin", "defrag", "--gpu", "A800:8", "--json"))
+    assert (plan["request"], plan["fits_now"], plan["moves"]) == ("A800:8", True, [])
+    assert "fits now on bj1-a800-" in ok(admin, "admin", "defrag", "--gpu", "a800:8")
+    assert "multiple of 8" in ok(admin, "admin", "defrag", "--gpu", "H100:12")
+    one_line_error(cli(admin, "admin", "defrag", "--gpu", "A800:x"), "invalid_input")
+
+
 def test_launch_beyond_the_trial_credit_is_one_line(server: Server, tmp_path: Path) -> None:
     config = signed_up(server, tmp_path)
     line = one_line_error(

@@ -256,3 +256,25 @@ def test_a_container_fits_the_smaller_node_of_a_model_with_mixed_sizes() -> None
         [big, small], (), allocations={**busy, "i1": where.gpus_by_node}
     )
     assert rebuilt.cpu_free.tolist() == state.cpu_free.tolist() == [64_000, 0]
+
+
+def test_build_held_returns_each_instance_placement_as_held() -> None:
+    """What the defragmentation planner lists as running: forgetting every held placement
+    gives back an empty fleet; an allocation on an unknown node holds nothing and is left out."""
+    nodes = [make_node("a"), make_node("b"), make_node("c")]
+    allocations: dict[str, dict[str, Sequence[int]]] = {
+        "two": {"a": [0, 1]},
+        "gang": {"b": range(8), "c": range(8)},
+        "ghost": {"gone": [0]},
+    }
+    state, held = placement.build_held(nodes, NVLINK, (), allocations)
+    assert sorted(held) == ["gang", "two"]
+    a = state.index["a"]
+    assert held["two"].bindings[0].node == a and held["two"].bindings[0].gpus == (0, 1)
+    assert held["two"].bindings[0].cpu_milli == 64_000 * 2 // 8
+    assert all(b.exclusive for b in held["gang"].bindings)
+    for p in held.values():
+        state.forget(p)
+    empty = placement.build_state(nodes, NVLINK)
+    assert state.cpu_free.tolist() == empty.cpu_free.tolist()
+    assert state.gpu_free.tolist() == empty.gpu_free.tolist()

@@ -10,7 +10,7 @@ from cardhour.api import schemas
 from cardhour.core.clock import as_utc
 from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow, UserRow
-from cardhour.services import catalog, instances
+from cardhour.services import catalog, defrag, instances
 
 
 def user(row: UserRow) -> schemas.UserRead:
@@ -69,6 +69,7 @@ def instance(session: Session, row: InstanceRow, events: bool = False) -> schema
         count=row.gpu_count,
         image=row.image,
         plan=row.plan,
+        movable=row.movable,
         data_centre=row.data_centre,
         nodes=nodes,
         currency=row.currency,
@@ -85,4 +86,24 @@ def instance(session: Session, row: InstanceRow, events: bool = False) -> schema
         ]
         if events
         else [],
+    )
+
+
+def defrag_answer(answer: defrag.DefragAnswer) -> schemas.DefragRead:
+    plan = answer.plan
+    if plan is None:
+        return schemas.DefragRead(
+            request=answer.request, fits_now=False, moves=[], target_nodes=[], reason=answer.reason
+        )
+    return schemas.DefragRead(
+        request=answer.request,
+        fits_now=not plan.moves,
+        moves=[
+            schemas.DefragMoveRead(
+                instance=m.container_id, from_node=m.from_node, to_node=m.to_node, gpus=list(m.gpus)
+            )
+            for m in plan.moves
+        ],
+        target_nodes=list(plan.target_nodes),
+        reason=None,
     )

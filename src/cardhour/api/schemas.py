@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 
 class ErrorBody(BaseModel):
@@ -103,6 +103,11 @@ class InstanceCreate(BaseModel):
     image: str | None = Field(default=None, examples=["pytorch-2.3-cuda12.3"])
     ssh_key: str | None = Field(default=None, description="OpenSSH public key.")
     plan: str = Field(default="on_demand")
+    movable: StrictBool = Field(
+        default=False,
+        description="The operator may live-migrate this instance to defragment the fleet "
+        "(the migration itself is not automated yet).",
+    )
 
 
 class EventRead(BaseModel):
@@ -121,6 +126,7 @@ class InstanceRead(BaseModel):
     count: int
     image: str
     plan: str
+    movable: bool
     data_centre: str | None
     nodes: list[str]
     currency: str
@@ -149,3 +155,20 @@ class NodeRead(BaseModel):
     ib_leaf: str | None
     ib_spine: str | None
     schedulable: bool
+
+
+class DefragMoveRead(BaseModel):
+    instance: str = Field(description="The instance to move (its id).")
+    from_node: str
+    to_node: str
+    gpus: list[int] = Field(description="The GPU indices it would take on `to_node`.")
+
+
+class DefragRead(BaseModel):
+    """A proposal only: nothing is moved. No moves and `fits_now`: the request fits as is."""
+
+    request: str = Field(examples=["H100:8"])
+    fits_now: bool
+    moves: list[DefragMoveRead]
+    target_nodes: list[str] = Field(description="Where the request fits once the moves are done.")
+    reason: str | None = Field(description="Why no plan exists (null when there is one).")

@@ -54,6 +54,14 @@ def launch(
         str | None,
         typer.Option("--ssh-key", help="OpenSSH public key, or the path of a .pub file."),
     ] = None,
+    movable: Annotated[
+        bool,
+        typer.Option(
+            "--movable",
+            help="Let the operator live-migrate it to defragment the fleet "
+            "(moves are only proposed to the operator so far).",
+        ),
+    ] = False,
     wait: Annotated[
         bool, typer.Option("--wait/--no-wait", help="Follow the launch until it runs.")
     ] = True,
@@ -67,7 +75,12 @@ def launch(
     """Launch an instance; its cost is held against your balance for one hour up front."""
     req = parse_gpu_request(gpu)
     body = InstanceCreate(
-        gpu=req.model, count=req.count, name=name, image=image, ssh_key=_read_key(ssh_key)
+        gpu=req.model,
+        count=req.count,
+        name=name,
+        image=image,
+        ssh_key=_read_key(ssh_key),
+        movable=movable,
     )
     with connect(ctx, url, api_key) as client:
         inst = client.create_instance(body)

@@ -12,7 +12,7 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
-from cardhour.cli import auth, balance, instances, launch, offers, simulate, up
+from cardhour.cli import admin, auth, balance, instances, launch, offers, simulate, up
 from cardhour.cli.common import Connection
 from cardhour.client import ApiError
 from cardhour.core.errors import CardhourError
@@ -75,6 +75,14 @@ COMMANDS: dict[str, Callable[..., None]] = {
 }
 for _name, _command in COMMANDS.items():
     app.command(_name)(_one_line_errors(_command))
+
+admin_app = typer.Typer(
+    name="admin", help="Operator commands (need the admin role).", no_args_is_help=True
+)
+ADMIN_COMMANDS: dict[str, Callable[..., None]] = {"defrag": admin.defrag}
+for _name, _command in ADMIN_COMMANDS.items():
+    admin_app.command(_name)(_one_line_errors(_command))
+app.add_typer(admin_app, name="admin")
 
 
 def main() -> None:

@@ -63,6 +63,7 @@ def instance_detail(i: InstanceRead) -> Table:
         ("gpus", escape(f"{i.count} × {i.gpu}")),
         ("image", escape(i.image)),
         ("plan", escape(i.plan)),
+        ("movable", "yes (the operator may migrate it)" if i.movable else "no"),
         ("data centre", escape(i.data_centre or "-")),
         ("nodes", escape(", ".join(i.nodes) or "-")),
         ("price", f"{i.price_per_card_hour} {i.currency} per card-hour"),

@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 from cardhour.api.schemas import (
     AuthRead,
     BalanceRead,
+    DefragRead,
     ErrorRead,
     HealthRead,
     InstanceCreate,
@@ -137,6 +138,12 @@ class CardhourClient:
 
     def health(self) -> HealthRead:
         return self._call(HealthRead, "GET", "/health")
+
+    # -- operators (admin role) -------------------------------------------------------------
+
+    def defrag_plan(self, gpu: str) -> DefragRead:
+        """What the planner would move so `gpu` (`MODEL:COUNT`) fits; nothing is moved."""
+        return self._call(DefragRead, "GET", "/admin/defrag", params={"gpu": gpu})
 
     # -- plumbing ---------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -135,6 +136,8 @@ class InstanceRow(Base):
     image: Mapped[str] = mapped_column(String(64))
     ssh_key: Mapped[str | None] = mapped_column(Text, nullable=True)
     plan: Mapped[str] = mapped_column(String(16))
+    # the operator may live-migrate it to defragment the fleet (moves are only proposed so far)
+    movable: Mapped[bool] = mapped_column(default=False, server_default=false())
     status: Mapped[str] = mapped_column(String(16))
     status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     desired: Mapped[str] = mapped_column(String(16))  # "running" | "stopped" | "terminated"

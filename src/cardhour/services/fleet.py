@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
 from cardhour.core.catalog import Catalog
 from cardhour.core.topology import NodeSpec
 from cardhour.db.models import NodeRow
-from cardhour.scheduler import FleetState
+from cardhour.scheduler import FleetState, Placement
 from cardhour.services import placement
 from cardhour.store import nodes as store
 
@@ -77,19 +77,20 @@ class FleetView:
     state: FleetState
     specs: dict[str, NodeSpec]  # by node id
     versions: dict[str, int]  # allocation_version as read, for the optimistic guard
+    placements: dict[str, Placement] = field(default_factory=dict)  # by instance id, as held
 
 
 def load(session: Session, catalog: Catalog, all_free: bool = False) -> FleetView:
     """The fleet as the engine sees it; `all_free` ignores allocations (what could ever fit)."""
     rows = store.list_nodes(session)
     specs = {row.id: spec_of(row) for row in rows}
-    state = placement.build_state(
+    state, held = placement.build_held(
         list(specs.values()),
         {m.id for m in catalog.gpu_models if m.nvlink},
         {row.id for row in rows if not row.schedulable},
         None if all_free else store.allocations_by_instance(session),
     )
-    return FleetView(state, specs, {row.id: row.allocation_version for row in rows})
+    return FleetView(state, specs, {row.id: row.allocation_version for row in rows}, held)
 
 
 def node_usage(session: Session) -> list[tuple[NodeRow, list[int]]]:

@@ -49,6 +49,7 @@ class LaunchRequest:
     image: str | None = None
     ssh_key: str | None = None
     plan: str = Plan.ON_DEMAND.value
+    movable: bool = False  # the operator may move it to defragment the fleet
 
 
 def switch_status(
@@ -177,6 +178,7 @@ def create(
         image=image.id,
         ssh_key=ssh_key,
         plan=req.plan,
+        movable=req.movable,
         status=S.PENDING.value,
         status_reason="waiting for the scheduler",
         desired="running",

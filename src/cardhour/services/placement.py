@@ -5,7 +5,8 @@ Contract:
   memory `memory_gb × 1024` MiB. A model with NVLink is one GPU domain; any other node has two
   PCIe-switch domains (the first half of its GPUs, then the rest). An instance on one node is a
   container holding its GPUs and its model's CPU and memory share for k GPUs (`NodeShape`); an
-  instance on several nodes is a gang holding each node whole.
+  instance on several nodes is a gang holding each node whole. `build_held` also returns each
+  instance's `Placement` as held (the running containers the defragmentation planner needs).
 - `to_request`: an instance (GPU model, count, optional data centre) → a `Request`, or a
   `Pending` when no request can express the count. With `size` the GPUs of the model's largest
   node: count ≤ size → a container of `count` whole GPUs with the model's CPU and memory share;
@@ -75,14 +76,28 @@ def build_state(
     allocations: Allocations | None = None,
 ) -> FleetState:
     """The fleet with every allocation held (containers first, then gangs)."""
+    return build_held(specs, nvlink_models, unschedulable, allocations)[0]
+
+
+def build_held(
+    specs: Sequence[NodeSpec],
+    nvlink_models: Collection[str],
+    unschedulable: Collection[str] = (),
+    allocations: Allocations | None = None,
+) -> tuple[FleetState, dict[str, Placement]]:
+    """`build_state`, plus the placement held for each instance (instance id → `Placement`, as
+    assumed on the state; an instance none of whose GPUs exist on a known node is left out)."""
     state = FleetState.build(
         [node_info(s, s.gpu_model in nvlink_models, s.id not in unschedulable) for s in specs]
     )
     held = sorted((allocations or {}).items(), key=lambda kv: (len(kv[1]) > 1, kv[0]))
     shapes = node_shapes(state)
+    placements: dict[str, Placement] = {}
     for instance_id, on_nodes in held:
-        _hold(state, shapes, instance_id, on_nodes)
-    return state
+        placed = _hold(state, shapes, instance_id, on_nodes)
+        if placed.bindings:
+            placements[instance_id] = placed
+    return state, placements
 
 
 def _hold(
@@ -90,7 +105,7 @@ def _hold(
     shapes: Mapping[str, NodeShape],
     instance_id: str,
     on_nodes: Mapping[str, Collection[int]],
-) -> None:
+) -> Placement:
     gang = len(on_nodes) > 1
     bindings = []
     for name, gpus in sorted(on_nodes.items()):
@@ -112,15 +127,18 @@ def _hold(
             else:
                 cpu, mem = cpu * k // n, mem * k // n
             bindings.append(Binding(i, held, MILLI, cpu, mem, tag=min(k, 8)))
+    placed = Placement(instance_id, tuple(bindings))
     try:
-        state.assume(Placement(instance_id, tuple(bindings)))
+        state.assume(placed)
     except ValueError:
         # The DB and the node disagree (a node resized under running work): hold the GPUs only;
         # the unique (node, GPU) constraint makes that always consistent.
         gpus_only = tuple(
             replace(b, cpu_milli=0, memory_mib=0, exclusive=False, tag=None) for b in bindings
         )
-        state.assume(Placement(instance_id, gpus_only))
+        placed = Placement(instance_id, gpus_only)
+        state.assume(placed)
+    return placed
 
 
 @dataclass(frozen=True)

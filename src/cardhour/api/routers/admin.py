@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 
-from cardhour.api import schemas
+from cardhour.api import convert, schemas
 from cardhour.api.deps import Ctx, get_ctx
-from cardhour.services import accounts, fleet
+from cardhour.services import accounts, defrag, fleet
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 
@@ -30,3 +30,17 @@ def nodes(ctx: Ctx = Depends(get_ctx)) -> list[schemas.NodeRead]:
             )
             for row, used in fleet.node_usage(session)
         ]
+
+
+@router.get("/defrag", response_model=schemas.DefragRead)
+def defrag_plan(
+    gpu: str = Query(description="MODEL:COUNT to make room for.", examples=["H100:8"]),
+    ctx: Ctx = Depends(get_ctx),
+) -> schemas.DefragRead:
+    """Which movable instances to move, and where, so `gpu` fits. A proposal: nothing moves."""
+    p = ctx.platform
+    with ctx.user_tx() as (session, user):
+        accounts.require_admin(user)
+        window = p.settings.scheduler.workload_window
+        answer = defrag.ask(session, p.catalog, p.policy.profile, window, gpu)
+    return convert.defrag_answer(answer)

@@ -19,7 +19,9 @@ router = APIRouter(prefix="/instances", tags=["instances"])
 def create(body: schemas.InstanceCreate, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
     """Launch: refused with 402 `insufficient_balance` when the balance does not cover an hour."""
     p = ctx.platform
-    req = LaunchRequest(body.gpu, body.count, body.name, body.image, body.ssh_key, body.plan)
+    req = LaunchRequest(
+        body.gpu, body.count, body.name, body.image, body.ssh_key, body.plan, body.movable
+    )
     with ctx.user_tx() as (session, user):
         row = instances.create(session, p.catalog, p.policy, user, req, ctx.now)
         result = convert.instance(session, row, events=True)

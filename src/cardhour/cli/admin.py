@@ -1,0 +1,51 @@
+"""`cardhour admin ...`: operator commands; the server refuses them without the admin role."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from cardhour.api.schemas import DefragRead
+from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
+
+
+def defrag(
+    ctx: typer.Context,
+    gpu: Annotated[str, typer.Option("--gpu", help="MODEL:COUNT to make room for, e.g. A800:8.")],
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+) -> None:
+    """Ask the planner which movable instances to move so MODEL:COUNT fits. Nothing is moved."""
+    with connect(ctx, url, api_key) as client:
+        plan = client.defrag_plan(gpu)
+    if as_json:
+        print_json(plan)
+        return
+    request = escape(plan.request)
+    if plan.reason is not None:
+        out.print(f"no plan for {request}: {escape(plan.reason)}")
+        return
+    targets = escape(", ".join(plan.target_nodes))
+    if plan.fits_now:
+        out.print(f"{request} fits now on {targets}; nothing to move")
+        return
+    out.print(_moves_table(plan))
+    count = len(plan.moves)
+    out.print(
+        f"after {count} move{'s' if count > 1 else ''}, {request} fits on {targets} "
+        "(a proposal: migrate the instances yourself, then launch)"
+    )
+
+
+def _moves_table(plan: DefragRead) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("INSTANCE", "FROM", "TO", "GPUS"):
+        table.add_column(column, no_wrap=True)
+    for m in plan.moves:
+        gpus = ",".join(str(g) for g in m.gpus)
+        table.add_row(escape(m.instance), escape(m.from_node), escape(m.to_node), gpus)
+    return table
