@@ -12,7 +12,7 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
-from cardhour.cli import admin, auth, balance, instances, launch, offers, simulate, up
+from cardhour.cli import admin, auth, balance, estimate, instances, launch, offers, simulate, up
 from cardhour.cli.common import Connection
 from cardhour.client import ApiError
 from cardhour.core.errors import CardhourError
@@ -72,6 +72,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "balance": balance.balance,
     "up": up.up,
     "simulate": simulate.simulate,
+    "estimate": estimate.estimate,
 }
 for _name, _command in COMMANDS.items():
     app.command(_name)(_one_line_errors(_command))

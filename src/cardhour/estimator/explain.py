@@ -17,7 +17,7 @@ from cardhour.estimator.estimate import Check, Estimate
 from cardhour.estimator.models import DENSE_FACTOR, Mode
 
 
-def sci(value: int | Fraction | Decimal, digits: int = 4) -> str:
+def sci(value: float | Fraction | Decimal, digits: int = 4) -> str:
     """`4.115e25`: `digits` significant digits."""
     mantissa, _, exponent = f"{float(value):.{digits - 1}e}".partition("e")
     return f"{mantissa}e{int(exponent)}"
@@ -43,7 +43,17 @@ def share(value: Decimal) -> str:
 
 
 def percent(value: Fraction, places: int = 1) -> str:
-    return f"{decimal_places(value * 100, places)}%"
+    return f"{decimal_places(value * 100, places):,}%"
+
+
+def short_count(value: int) -> str:
+    """`15T`, `15.6T`, `500B`, `1.3M` when exact to three decimals, else grouped digits."""
+    for suffix, power in (("T", 12), ("B", 9), ("M", 6), ("k", 3)):
+        scaled = Fraction(value, 10**power)
+        if scaled >= 1 and (suffix == "T" or scaled < 1000) and (scaled * 1000).denominator == 1:
+            text = f"{Decimal(int(scaled * 1000)).scaleb(-3):f}"
+            return (text.rstrip("0").rstrip(".") if "." in text else text) + suffix
+    return grouped(value)
 
 
 def compute_lines(e: Estimate) -> list[str]:

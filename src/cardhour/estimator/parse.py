@@ -18,14 +18,14 @@ MAX_TEXT = 40
 _NUMBER = re.compile(r"([0-9.eE+\-]+)\s*([kKmMbBgGtTpP]?)")
 
 
-def parse_quantity(text: str | int | Decimal, what: str, *, maximum: Decimal) -> Decimal:
+def parse_quantity(
+    text: str | int | Decimal, what: str, *, maximum: Decimal, example: str = "15T, 500B or 2e12"
+) -> Decimal:
     """A positive number with an optional suffix, at most `maximum`; exact."""
     raw = str(text).strip().replace("_", "").replace(",", "")
-    if not raw or len(raw) > MAX_TEXT:
-        raise InvalidInput(f"{what}: expected a number such as 15T, 500B or 2e12, got {text!r}")
-    match = _NUMBER.fullmatch(raw)
+    match = _NUMBER.fullmatch(raw) if raw and len(raw) <= MAX_TEXT else None
     if not match:
-        raise InvalidInput(f"{what}: expected a number such as 15T, 500B or 2e12, got {text!r}")
+        raise InvalidInput(f"{what}: expected a number such as {example}, got {text!r}")
     try:
         value = Decimal(match.group(1))
     except InvalidOperation:
@@ -40,9 +40,11 @@ def parse_quantity(text: str | int | Decimal, what: str, *, maximum: Decimal) ->
     return value
 
 
-def parse_count(text: str | int | Decimal, what: str, *, maximum: int) -> int:
+def parse_count(
+    text: str | int | Decimal, what: str, *, maximum: int, example: str = "15T, 500B or 2e12"
+) -> int:
     """A positive whole number with an optional suffix (`15.6T` = 15,600,000,000,000)."""
-    value = parse_quantity(text, what, maximum=Decimal(maximum))
+    value = parse_quantity(text, what, maximum=Decimal(maximum), example=example)
     if value != value.to_integral_value():
         raise InvalidInput(f"{what} must be a whole number, got {text!r}")
     return int(value)

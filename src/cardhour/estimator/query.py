@@ -60,19 +60,27 @@ class EstimateQuery:
 
 
 def _opt_count(text: str | None, what: str, maximum: int) -> int | None:
-    return None if text is None or text.strip() == "" else parse_count(text, what, maximum=maximum)
-
-
-def _opt_quantity(text: str | None, what: str, maximum: Decimal) -> Decimal | None:
     if text is None or text.strip() == "":
         return None
-    return parse_quantity(text, what, maximum=maximum)
+    return parse_count(text, what, maximum=maximum, example="32 or 4096")
+
+
+def _opt_params(text: str | None) -> int | None:
+    if text is None or text.strip() == "":
+        return None
+    return parse_count(text, "parameters", maximum=MAX_PARAMS, example="7B or 70.6e9")
+
+
+def _opt_quantity(text: str | None, what: str, maximum: Decimal, example: str) -> Decimal | None:
+    if text is None or text.strip() == "":
+        return None
+    return parse_quantity(text, what, maximum=maximum, example=example)
 
 
 def parse_job(q: EstimateQuery, catalog: Catalog | None) -> Job:
     model = build_model(
         (q.model or "").strip() or None,
-        _opt_count(q.params, "parameters", MAX_PARAMS),
+        _opt_params(q.params),
         _opt_count(q.layers, "layers", MAX_LAYERS),
         _opt_count(q.hidden, "hidden size", MAX_HIDDEN),
         _opt_count(q.seq_len, "sequence length", MAX_SEQ_LEN),
@@ -86,7 +94,7 @@ def parse_job(q: EstimateQuery, catalog: Catalog | None) -> Job:
         model=model,
         tokens=parse_count(q.tokens, "tokens", maximum=MAX_TOKENS),
         gpu=resolve_gpu(q.gpu.strip(), catalog.gpu_models if catalog else None),
-        gpus=parse_count(q.gpus, "GPU count", maximum=MAX_GPUS),
+        gpus=parse_count(q.gpus, "GPU count", maximum=MAX_GPUS, example="8 or 1k"),
         mode=mode,
         mfu=parse_share(q.mfu, "MFU"),
         goodput=parse_share(q.goodput, "goodput"),
@@ -106,8 +114,8 @@ def parse_pricing(q: EstimateQuery, job: Job, catalog: Catalog | None) -> Pricin
 
 
 def parse_claim(q: EstimateQuery) -> Claim | None:
-    days = _opt_quantity(q.days, "days", MAX_DAYS)
-    gpu_hours = _opt_quantity(q.gpu_hours, "GPU-hours", MAX_GPU_HOURS)
+    days = _opt_quantity(q.days, "days", MAX_DAYS, "24 or 54.5")
+    gpu_hours = _opt_quantity(q.gpu_hours, "GPU-hours", MAX_GPU_HOURS, "6.4M")
     if days is None and gpu_hours is None:
         if q.check:
             raise InvalidInput("a check needs --days or --gpu-hours (the claim to check)")
@@ -119,7 +127,7 @@ def run(q: EstimateQuery, catalog: Catalog | None) -> EstimateRead:
     """The estimate (or, with days or GPU-hours, the check of that claim) as its JSON shape."""
     job = parse_job(q, catalog)
     pricing = parse_pricing(q, job, catalog)
-    rate = _opt_quantity(q.usd_cny, "USD→CNY rate", Decimal(1000)) or DEFAULT_USD_CNY
+    rate = _opt_quantity(q.usd_cny, "USD→CNY rate", Decimal(1000), "7.10") or DEFAULT_USD_CNY
     claim = parse_claim(q)
     if claim is None:
         return estimate_read(estimate(job, pricing, rate))

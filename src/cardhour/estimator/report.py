@@ -1,6 +1,6 @@
 """The estimate as JSON (`cardhour estimate --json`, `GET /api/v1/estimate`): one shape for both.
 
-Rounding of the JSON numbers: `gpu_hours` half up to 0.01, `days` half up to 0.001,
+Rounding of the JSON numbers: `gpu_hours` and `days` half up to 0.01,
 `tokens_per_second_per_gpu` half up to 0.1; `seconds` is exact (whole seconds of wall clock);
 `flops*` are floats of exact integers; MFUs are floats of exact fractions. Money is a decimal
 string of the exact amount (micro-unit, at least two decimals: "8755.20", "1.235").
@@ -137,7 +137,7 @@ def estimate_read(e: Estimate) -> EstimateRead:
         mfu_ceiling=float(MFU_CEILING),
         tokens_per_second_per_gpu=_round(e.tokens_per_second_per_gpu, 1),
         seconds=e.wall_seconds,
-        days=_round(e.days, 3),
+        days=_round(e.days, 2),
         gpu_hours=_round(e.gpu_hours, 2),
         currency=p.on_demand.currency if p else None,
         price_source=p.source if p else None,
@@ -177,7 +177,7 @@ def check_read(c: Check) -> EstimateRead:
         update={
             "feasible": c.feasible,
             "formula": check_lines(c),
-            "claim_days": _round(c.days, 3),
+            "claim_days": _round(c.days, 2),
             "claim_gpu_hours": _round(c.gpu_hours, 2),
             "claim_cost_on_demand": _money(c.cost_on_demand),
             "implied_mfu": float(c.implied_mfu),
