@@ -1,0 +1,68 @@
+"""GET /api/v1/estimate: the CLI's JSON over HTTP, no key needed, 422 with code and message.
+
+The estimate never touches the database, so one SQLite-backed app serves the whole module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from cardhour.api.app import create_app
+from cardhour.core.clock import ManualClock
+from cardhour.platform import Platform
+from cardhour.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    tmp: Path = tmp_path_factory.mktemp("estimate")
+    settings = Settings(data_dir=tmp, database_url=f"sqlite:///{tmp / 'db.sqlite'}")
+    platform = Platform(settings, clock=ManualClock())
+    with TestClient(create_app(platform)) as c:
+        yield c
+    platform.stop()
+
+
+def test_estimate(client: TestClient) -> None:
+    r = client.get("/api/v1/estimate", params={"model": "llama3-70b", "tokens": "15T",
+                                               "gpu": "H100", "gpus": "8"})  # fmt: skip
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["price_on_demand"] == "1.90" and data["price_source"].startswith("price book")
+    assert data["gpu_hours"] == 5_705_697.39 and data["cost_on_demand"] is not None
+    assert data["verdict"] is None and data["comparison"]
+
+
+def test_check(client: TestClient) -> None:
+    params = {"model": "llama3-70b", "tokens": "15T", "gpus": "8", "days": "24", "check": "true"}
+    data = client.get("/api/v1/estimate", params=params).json()
+    assert data["feasible"] is False and data["shortfall_x"] > 700
+    assert data["claim_cost_on_demand"] == "8755.20"
+    card = client.get("/api/v1/estimate", params={
+        "model": "llama3-8b", "tokens": "15T", "gpu_hours": "1.3M"}).json()  # fmt: skip
+    assert card["feasible"] is True and round(card["implied_mfu"], 4) == 0.1978
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"model": "llama3-8b", "tokens": "many"}, "tokens"),
+        ({"model": "llama3-8b", "tokens": "1T", "gpu": "Z9"}, "unknown GPU model"),
+        ({"model": "llama3-8b", "tokens": "1T", "mfu": "0"}, "MFU"),
+        ({"model": "llama3-8b", "tokens": "1T", "check": "true"}, "--days or --gpu-hours"),
+        ({"model": "llama3-8b"}, "tokens"),
+    ],
+)
+def test_bad_input_is_422(client: TestClient, params: dict[str, str], message: str) -> None:
+    r = client.get("/api/v1/estimate", params=params)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["code"] == "invalid_input" and message in error["message"]
+
+
+def test_in_the_openapi_document(client: TestClient) -> None:
+    assert "/api/v1/estimate" in client.get("/openapi.json").json()["paths"]
