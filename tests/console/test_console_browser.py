@@ -1,6 +1,7 @@
 """The console in a real browser: Debian Chromium driven by Playwright (no browser download).
 
-sign-up → the GPU cloud page with live inventory → launch with a live quote → running.
+sign-up → the GPU cloud page with live inventory → launch with a live quote → running → the
+estimator, whose results follow the form.
 """
 
 from __future__ import annotations
@@ -95,4 +96,12 @@ def test_signup_launch_running_in_chromium(server: str) -> None:
         page.wait_for_url(f"{server}/instances")
         status = page.locator("[data-testid=status-web-h100]")
         sync_api.expect(status).to_have_text("running", timeout=20_000)
+
+        page.click("header nav >> text=Estimator")
+        page.wait_for_url(f"{server}/estimate")
+        sync_api.expect(page.locator("[data-testid=days]")).to_have_text("31.01 days")
+        page.fill("#gpus", "1024")
+        page.locator("#gpus").dispatch_event("change")  # htmx swaps the results in place
+        sync_api.expect(page.locator("[data-testid=days]")).to_have_text("1.94 days")
+        sync_api.expect(page.locator("[data-testid=estimate-chart] svg")).to_have_count(2)
         browser.close()

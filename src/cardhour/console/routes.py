@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from cardhour.console import estimate as estimate_view
 from cardhour.console import views
 from cardhour.console.session import COOKIE, Viewer, check_csrf, viewer
 from cardhour.core.errors import CardhourError
@@ -228,6 +229,17 @@ def instance_action(request: Request, ident: str, action: str, csrf: str = Form(
     return RedirectResponse("/instances", status_code=303)
 
 
+@router.get("/estimate", response_class=HTMLResponse)
+def estimate_page(request: Request) -> Response:
+    """The estimator (public): the form, and results for the query string (shareable URLs)."""
+    p = _platform(request)
+    form = estimate_view.form_values(dict(request.query_params))
+    ctx = estimate_view.result(p.catalog, form)
+    status = 422 if "estimate_error" in ctx else 200
+    choices = estimate_view.choices(p.catalog)
+    return _page(request, "estimate.html", _who(request), status, form=form, **choices, **ctx)
+
+
 # htmx fragments ---------------------------------------------------------------------------
 
 
@@ -274,6 +286,14 @@ def balance_fragment(request: Request) -> Response:
     with transaction(p.sessions) as session:
         ctx = views.balance_view(session, p, who.user.id)
     return templates.TemplateResponse(request, "_balance.html", ctx)
+
+
+@router.get("/console/estimate", response_class=HTMLResponse)
+def estimate_fragment(request: Request) -> Response:
+    """The results for the form's current values; an error is shown in place (status 200)."""
+    p = _platform(request)
+    ctx = estimate_view.result(p.catalog, estimate_view.form_values(dict(request.query_params)))
+    return templates.TemplateResponse(request, "_estimate.html", ctx)
 
 
 def mount_console(app: FastAPI) -> None:
