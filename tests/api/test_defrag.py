@@ -116,6 +116,8 @@ def test_defrag_is_admin_only_and_validates_input(api: Api) -> None:
     r = api.client.get(DEFRAG, params={"gpu": "nonsense!"}, headers=user)
     assert r.status_code == 403  # the role is checked before the input
     assert api.client.get(DEFRAG, params={"gpu": "A800:8"}).status_code == 401
+    assert api.client.get(DEFRAG, headers=user).status_code == 403  # no gpu at all: role first
+    assert api.client.get(DEFRAG).status_code == 401
 
     admin = _admin(api)
     for params in ({"gpu": "A800:x"}, {"gpu": "B200:8"}, {"gpu": "A800:0"}, {"gpu": ""}, {}):

@@ -55,6 +55,24 @@ def test_check(client: TestClient) -> None:
         ({"model": "llama3-8b", "tokens": "1T", "mfu": "0"}, "MFU"),
         ({"model": "llama3-8b", "tokens": "1T", "check": "true"}, "--days or --gpu-hours"),
         ({"model": "llama3-8b"}, "tokens"),
+        # each valid alone, together too large to show (used to be a 500 or a hang)
+        ({"model": "llama3-70b", "tokens": "15T", "mfu": "1e-400"}, "MFU"),
+        ({"model": "llama3-70b", "tokens": "15T", "mfu": "1E-999999999"}, "MFU"),
+        ({"model": "llama3-70b", "tokens": "15T", "goodput": "1e-30"}, "goodput"),
+        ({"model": "llama3-70b", "tokens": "15T", "price": "1e30"}, "--price"),
+        (
+            {
+                "params": "1e15",
+                "layers": "1e4",
+                "hidden": "1e6",
+                "seq_len": "1e7",
+                "tokens": "1e18",
+                "gpus": "1",
+                "mfu": "0.001",
+                "goodput": "0.001",
+            },
+            "out of range",
+        ),
     ],
 )
 def test_bad_input_is_422(client: TestClient, params: dict[str, str], message: str) -> None:

@@ -72,6 +72,14 @@ def test_model_cards_imply_far_less_than_40_percent(
     assert c.feasible and c.shortfall_x is None and c.implied_mfu < Fraction(4, 10)
 
 
+def test_the_405b_card_implies_37_percent() -> None:
+    """Llama 3.1 405B: 30.84M H100-hours for 15.6T tokens (docs/dev/estimator.md)."""
+    c = check(job("llama3.1-405b", 15_600_000_000_000), Claim(gpu_hours=Decimal("30.84e6")), PRICE)
+    assert f"{float(c.implied_mfu):.4f}" == "0.3746"
+    assert f"{float(c.implied_mfu_dense):.4f}" == "0.3458"
+    assert c.feasible
+
+
 def test_cost_is_exact_to_the_minor_unit() -> None:
     """8 GPUs × 24 days × 24 h × 1.90 CNY = 8,755.20 CNY."""
     c = check(job(), Claim(days=Decimal(24)), PRICE)

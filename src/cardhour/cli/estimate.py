@@ -6,7 +6,7 @@ Runs locally (no server): the price book comes from the fleet file (`--fleet-fil
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Annotated
 
@@ -79,7 +79,9 @@ def _n(value: float, places: int = 2) -> str:
 
 
 def _cny(text: str | None) -> str:
-    return f"{Decimal(text).quantize(Decimal('0.01')):,}" if text is not None else "—"
+    if text is None:
+        return "—"
+    return f"{Decimal(text).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,}"
 
 
 def show(r: EstimateRead) -> None:

@@ -22,6 +22,7 @@ from cardhour.services.instances import LaunchRequest
 
 _HERE = Path(str(resources.files("cardhour.console")))
 templates = Jinja2Templates(directory=str(_HERE / "templates"))
+templates.env.filters["cny"] = views.cny
 router = APIRouter(include_in_schema=False)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -25,6 +26,13 @@ ACTIONS = {
     InstanceStatus.FAILED: ["terminate"],
     InstanceStatus.TERMINATED: [],
 }
+
+
+def cny(amount: str | None) -> str:
+    """A decimal amount string, half up to the fen and grouped ("8,755.20"); never via float."""
+    if amount is None:
+        return "—"
+    return f"{Decimal(amount).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,}"
 
 
 def inventory_cards(session: Session, platform: Platform) -> list[dict[str, Any]]:

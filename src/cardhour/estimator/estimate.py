@@ -80,9 +80,14 @@ def given_pricing(price: Money, monthly_discount_percent: int) -> Pricing:
     """A price the user typed; the monthly plan applies the price book's discount to it."""
     if price.micros <= 0:
         raise InvalidInput("--price must be positive")
+    if price.micros > MAX_PRICE_MICROS:
+        raise InvalidInput("--price must be at most 1,000,000 per card-hour")
     return Pricing(
         price, price.percent_off(monthly_discount_percent), monthly_discount_percent, "given"
     )
+
+
+MAX_PRICE_MICROS = 1_000_000 * 1_000_000  # 1,000,000 per card-hour
 
 
 @dataclass(frozen=True)

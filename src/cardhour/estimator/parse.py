@@ -9,11 +9,12 @@ decimal and case-insensitive: k = 10^3, M = 10^6, B (or G) = 10^9, T = 10^12, P 
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 from cardhour.core.errors import InvalidInput
 
 SUFFIXES = {"k": 3, "m": 6, "b": 9, "g": 9, "t": 12, "p": 15}
+MIN_SHARE = Decimal("0.001")  # an MFU or goodput below 0.1% is a typo, and its costs overflow
 MAX_TEXT = 40
 _NUMBER = re.compile(r"([0-9.eE+\-]+)\s*([kKmMbBgGtTpP]?)")
 
@@ -27,14 +28,16 @@ def parse_quantity(
     if not match:
         raise InvalidInput(f"{what}: expected a number such as {example}, got {text!r}")
     try:
-        value = Decimal(match.group(1))
+        with localcontext(prec=MAX_TEXT + 45):  # every digit typed survives the suffix scaling
+            value = Decimal(match.group(1))
+            if value.is_finite() and value > 0 and abs(value.adjusted()) <= 40:
+                value = value.scaleb(SUFFIXES.get(match.group(2).lower(), 0))
     except InvalidOperation:
         raise InvalidInput(f"{what}: {text!r} is not a number") from None
     if not value.is_finite() or value <= 0:
         raise InvalidInput(f"{what} must be a positive number, got {text!r}")
-    if abs(value.adjusted()) > 40:  # keeps scaleb and comparisons cheap and exact
+    if abs(value.adjusted()) > 40 + 15:  # keeps comparisons cheap and exact
         raise InvalidInput(f"{what} {text!r} is out of range")
-    value = value.scaleb(SUFFIXES.get(match.group(2).lower(), 0))
     if value > maximum:
         raise InvalidInput(f"{what} {text!r} is out of range (at most {maximum:,})")
     return value
@@ -59,6 +62,8 @@ def parse_share(text: str | Decimal | None, what: str) -> Decimal | None:
         value = Decimal(raw) if len(raw) <= MAX_TEXT else Decimal("NaN")
     except InvalidOperation:
         raise InvalidInput(f"{what}: {text!r} is not a number") from None
-    if not value.is_finite() or not 0 < value <= 1:
-        raise InvalidInput(f"{what} must be a number in (0, 1], such as 0.4, got {text!r}")
+    if not value.is_finite() or not MIN_SHARE <= value <= 1:
+        raise InvalidInput(
+            f"{what} must be a number in [{MIN_SHARE}, 1], such as 0.4, got {text!r}"
+        )
     return value

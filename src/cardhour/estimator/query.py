@@ -129,6 +129,11 @@ def run(q: EstimateQuery, catalog: Catalog | None) -> EstimateRead:
     pricing = parse_pricing(q, job, catalog)
     rate = _opt_quantity(q.usd_cny, "USD→CNY rate", Decimal(1000), "7.10") or DEFAULT_USD_CNY
     claim = parse_claim(q)
-    if claim is None:
-        return estimate_read(estimate(job, pricing, rate))
-    return check_read(check(job, claim, pricing, rate))
+    try:
+        if claim is None:
+            return estimate_read(estimate(job, pricing, rate))
+        return check_read(check(job, claim, pricing, rate))
+    except ArithmeticError:  # inputs valid one by one, a result too large to show
+        raise InvalidInput(
+            "the result is out of range: check the model size, tokens, MFU and price"
+        ) from None

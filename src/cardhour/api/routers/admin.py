@@ -34,7 +34,8 @@ def nodes(ctx: Ctx = Depends(get_ctx)) -> list[schemas.NodeRead]:
 
 @router.get("/defrag", response_model=schemas.DefragRead)
 def defrag_plan(
-    gpu: str = Query(description="MODEL:COUNT to make room for.", examples=["H100:8"]),
+    # optional so the role is checked first; an empty value is refused as bad input after it
+    gpu: str = Query("", description="MODEL:COUNT to make room for.", examples=["H100:8"]),
     ctx: Ctx = Depends(get_ctx),
 ) -> schemas.DefragRead:
     """Which movable instances to move, and where, so `gpu` fits. A proposal: nothing moves."""
