@@ -2,7 +2,7 @@
 
 Each variant is FGD with one change. Run one on the openb default trace:
 
-    .venv/bin/python bench/scheduler_variants.py tie-keep-whole --seeds 42-44
+    .venv/bin/python bench/scheduler_variants.py tie-share-best-fit --seeds 42-44
     .venv/bin/python bench/scheduler_variants.py --list
 
 and compare with `fgd` on the same seeds. docs/benchmarks/scheduler.md ("Our policy: what we
@@ -86,9 +86,6 @@ def _balance(ctx: Context, req: Request, nodes: np.ndarray) -> np.ndarray:
 
 
 TIES: dict[str, Tie] = {
-    "tie-keep-whole": _gpu_only(
-        lambda ctx, req, nodes: (_idle(ctx, nodes) < ctx.state.gpu_count[nodes] * MILLI) * 1.0
-    ),
     "tie-share-best-fit": _share_best_fit,
     "tie-cpu-least-idle": _cpu_only(lambda ctx, req, nodes: -_idle(ctx, nodes) / 8000),
     "tie-cpu-slack-gpu-pods": _gpu_only(_cpu_slack),

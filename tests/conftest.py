@@ -70,6 +70,17 @@ def platform(database_url: str, tmp_path: Path, clock: ManualClock) -> Iterator[
     p.stop()
 
 
+@pytest.fixture(scope="module")
+def readonly_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """One SQLite-backed app per module, for pages and endpoints that never touch the data."""
+    tmp = tmp_path_factory.mktemp("readonly")
+    settings = Settings(data_dir=tmp, database_url=f"sqlite:///{tmp / 'db.sqlite'}")
+    platform = Platform(settings, clock=ManualClock())
+    with TestClient(create_app(platform)) as c:
+        yield c
+    platform.stop()
+
+
 @dataclass
 class Api:
     """A TestClient plus the helpers most tests need."""

@@ -5,26 +5,13 @@ The estimate never touches the database, so one SQLite-backed app serves the who
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from fastapi.testclient import TestClient
 
-from cardhour.api.app import create_app
-from cardhour.core.clock import ManualClock
-from cardhour.platform import Platform
-from cardhour.settings import Settings
 
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    tmp: Path = tmp_path_factory.mktemp("estimate")
-    settings = Settings(data_dir=tmp, database_url=f"sqlite:///{tmp / 'db.sqlite'}")
-    platform = Platform(settings, clock=ManualClock())
-    with TestClient(create_app(platform)) as c:
-        yield c
-    platform.stop()
+@pytest.fixture
+def client(readonly_client: TestClient) -> TestClient:
+    return readonly_client
 
 
 def test_estimate(client: TestClient) -> None:
