@@ -34,6 +34,8 @@ class UserRow(Base):
     password_hash: Mapped[str] = mapped_column(String(200))
     role: Mapped[str] = mapped_column(String(20), default="user")
     created_at: Mapped[datetime] = mapped_column(TS)
+    # set while the balance cannot cover the next minute of running instances (auto-stop warning)
+    low_balance_since: Mapped[datetime | None] = mapped_column(TS, nullable=True)
 
 
 class ApiKeyRow(Base):
@@ -63,6 +65,14 @@ class LedgerAccountRow(Base):
     currency: Mapped[str] = mapped_column(String(3))
     debits_posted: Mapped[int] = mapped_column(BigInteger, default=0)
     credits_posted: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    # credit accounts: unusable from `expires_at` (the rest is swept back); `gpu_models` is a
+    # comma-separated list of the models it may pay for (None: any); lower `priority` spends first
+    expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    gpu_models: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    priority: Mapped[int] = mapped_column(Integer, default=100, server_default="100")
+    # hold accounts: the instance whose hold this is
+    instance_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
 
 
 class LedgerTransferRow(Base):
@@ -81,7 +91,7 @@ class LedgerTransferRow(Base):
     currency: Mapped[str] = mapped_column(String(3))
     kind: Mapped[str] = mapped_column(String(32))
     ref: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
-    created_at: Mapped[datetime] = mapped_column(TS)
+    created_at: Mapped[datetime] = mapped_column(TS, index=True)
 
 
 class NodeRow(Base):
@@ -142,15 +152,23 @@ class InstanceRow(Base):
     status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     desired: Mapped[str] = mapped_column(String(16))  # "running" | "stopped" | "terminated"
     data_centre: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    price_micros: Mapped[int] = mapped_column(BigInteger)  # per card-hour, fixed at placement
+    price_micros: Mapped[int] = mapped_column(BigInteger)  # per card-hour, of the open segment
+    # a valid quote's price at launch: placement never charges more than it
+    quoted_price_micros: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    quote_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # monthly plan: prepaid until `plan_until`; then "on_demand" (billed per second) or "stop"
+    plan_until: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    plan_at_expiry: Mapped[str | None] = mapped_column(String(16), nullable=True)
     currency: Mapped[str] = mapped_column(String(3))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     external_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
     connection: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON
     running_since: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     usage_closed: Mapped[int] = mapped_column(BigInteger, default=0)  # milli-GPU-seconds
-    billed_micros: Mapped[int] = mapped_column(BigInteger, default=0)  # charged in all
-    billed_closed_micros: Mapped[int] = mapped_column(BigInteger, default=0)  # finished segments
+    billed_micros: Mapped[int] = mapped_column(BigInteger, default=0)  # usage charged in all
+    # exact cost of the finished segments = billed_closed_micros + closed_frac / 3,600,000 µ
+    billed_closed_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    closed_frac: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     charged_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     lease_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
@@ -167,3 +185,78 @@ class InstanceEventRow(Base):
     from_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     to_status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class UsageSegmentRow(Base):
+    """A finished running interval at one price. Segments end at stops, price changes and
+    month boundaries (UTC), so a statement is a sum of whole segments."""
+
+    __tablename__ = "usage_segments"
+    __table_args__ = (Index("ix_usage_segments_owner_start", "owner_id", "started_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"))
+    gpu_model: Mapped[str] = mapped_column(String(32))
+    data_centre: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    price_micros: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(3))
+    started_at: Mapped[datetime] = mapped_column(TS)
+    ended_at: Mapped[datetime] = mapped_column(TS)
+    milli_gpu_seconds: Mapped[int] = mapped_column(BigInteger)
+    amount_micros: Mapped[int] = mapped_column(BigInteger)  # what this segment added to the charge
+
+
+class PriceVersionRow(Base):
+    """One version of an on-demand price; it applies to usage from `effective_from` on."""
+
+    __tablename__ = "price_versions"
+    __table_args__ = (
+        CheckConstraint("on_demand_micros > 0", name="ck_price_positive"),
+        Index("ix_price_versions_key", "gpu_model", "data_centre", "effective_from"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    gpu_model: Mapped[str] = mapped_column(String(32))
+    data_centre: Mapped[str | None] = mapped_column(String(32), nullable=True)  # None: any
+    on_demand_micros: Mapped[int] = mapped_column(BigInteger)  # per card-hour
+    currency: Mapped[str] = mapped_column(String(3))
+    effective_from: Mapped[datetime] = mapped_column(TS)
+    source: Mapped[str] = mapped_column(String(16))  # "fleet_file" | "admin"
+    created_at: Mapped[datetime] = mapped_column(TS)
+    created_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
+
+
+class QuoteRow(Base):
+    """A price promised to one user until `valid_until`."""
+
+    __tablename__ = "quotes"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    gpu_model: Mapped[str] = mapped_column(String(32))
+    data_centre: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    count: Mapped[int] = mapped_column(Integer)
+    plan: Mapped[str] = mapped_column(String(16))
+    price_micros: Mapped[int] = mapped_column(BigInteger)  # per card-hour
+    currency: Mapped[str] = mapped_column(String(3))
+    created_at: Mapped[datetime] = mapped_column(TS)
+    valid_until: Mapped[datetime] = mapped_column(TS)
+
+
+class IdempotencyKeyRow(Base):
+    """The first response to a POST carrying `Idempotency-Key`, replayed for retries."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("user_id", "key", name="uq_idempotency_user_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(32))  # "" for unauthenticated callers
+    key: Mapped[str] = mapped_column(String(255))
+    method: Mapped[str] = mapped_column(String(8))
+    path: Mapped[str] = mapped_column(String(255))
+    request_hash: Mapped[str] = mapped_column(String(64))  # SHA-256 of method, path and body
+    status_code: Mapped[int] = mapped_column(Integer)
+    response_body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(TS, index=True)
