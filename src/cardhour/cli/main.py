@@ -13,6 +13,7 @@ from typing import Annotated, ParamSpec, TypeVar
 import typer
 
 from cardhour.cli import admin, auth, balance, estimate, instances, launch, offers, simulate, up
+from cardhour.cli import ledger as ledger_cli
 from cardhour.cli.common import Connection
 from cardhour.client import ApiError
 from cardhour.core.errors import CardhourError
@@ -84,6 +85,12 @@ ADMIN_COMMANDS: dict[str, Callable[..., None]] = {"defrag": admin.defrag}
 for _name, _command in ADMIN_COMMANDS.items():
     admin_app.command(_name)(_one_line_errors(_command))
 app.add_typer(admin_app, name="admin")
+
+ledger_app = typer.Typer(
+    name="ledger", help="The ledger, on the server's own database.", no_args_is_help=True
+)
+ledger_app.command("verify")(_one_line_errors(ledger_cli.verify))
+admin_app.add_typer(ledger_app, name="ledger")
 
 
 def main() -> None:
