@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: demo test install lint typecheck unit browser-deps clean bench-scheduler
+.PHONY: demo test install lint typecheck unit browser-deps clean bench-scheduler bench-billing
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -41,6 +41,12 @@ test: $(STAMP) lint typecheck browser-deps
 # docs/benchmarks/scheduler.md. BENCH_ARGS="--quick" for a short run (see bench/README.md).
 bench-scheduler: $(STAMP)
 	$(BIN)/python bench/scheduler.py $(BENCH_ARGS)
+
+# One metering pass over 10,000 running instances on a throwaway PostgreSQL (target <= 2 s),
+# SQLite for reference; writes docs/benchmarks/billing.md.
+# BENCH_ARGS="--instances 1000 --runs 1" for a quick run (see bench/README.md).
+bench-billing: $(STAMP)
+	scripts/with-postgres.sh $(BIN)/python bench/billing.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cardhour .pytest_cache .mypy_cache .ruff_cache
