@@ -61,6 +61,20 @@ class SchedulerSettings(BaseModel):
         return profile_named(name).name  # ValueError naming the known policies
 
 
+class PaymentSettings(BaseModel):
+    webhook_secret: str | None = Field(
+        default=None,
+        repr=False,
+        description="Shared secret of the payment provider's webhook (HMAC-SHA256 signatures); "
+        "unset: POST /api/v1/payments/webhook answers 503 `not_configured`.",
+    )
+    webhook_tolerance_seconds: int = Field(
+        default=300,
+        gt=0,
+        description="How far a webhook's signed timestamp may be from the server clock.",
+    )
+
+
 class Settings(BaseSettings):
     """Everything `cardhour up` needs. Env: `CARDHOUR_PORT=9000`, `CARDHOUR_SIM__FAIL_RATE=0.1`."""
 
@@ -82,6 +96,7 @@ class Settings(BaseSettings):
     sim: SimSettings = SimSettings()
     reconcilers: ReconcilerSettings = ReconcilerSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
+    payments: PaymentSettings = PaymentSettings()
 
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'cardhour.db').resolve()}"

@@ -172,3 +172,33 @@ class DefragRead(BaseModel):
     moves: list[DefragMoveRead]
     target_nodes: list[str] = Field(description="Where the request fits once the moves are done.")
     reason: str | None = Field(description="Why no plan exists (null when there is one).")
+
+
+class TopUpCreate(BaseModel):
+    email: str = Field(max_length=320, examples=["ada@example.com"])
+    amount: str = Field(
+        max_length=40,
+        description="Positive decimal string, at most 6 decimals and 1,000,000,000.",
+        examples=["100.00"],
+    )
+    reference: str | None = Field(
+        default=None,
+        description="Your reference (e.g. a bank transfer id); the same reference is credited "
+        "once. Generated when absent. 1-100 printable ASCII characters.",
+        examples=["bank-2024-0001"],
+    )
+
+
+class TopUpRead(BaseModel):
+    user_id: str
+    email: str
+    amount: str
+    currency: str
+    reference: str
+    transfer_id: str = Field(description="The ledger transfer: `topup:<reference>`.")
+
+
+class PaymentWebhookRead(BaseModel):
+    received: bool = True
+    duplicate: bool = Field(default=False, description="Delivered before; nothing moved now.")
+    ignored: bool = Field(default=False, description="An event type cardhour does not act on.")

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cardhour.api.schemas import DefragRead
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
+from cardhour.client.client import new_idempotency_key
 
 
 def defrag(
@@ -49,3 +50,32 @@ def _moves_table(plan: DefragRead) -> Table:
         gpus = ",".join(str(g) for g in m.gpus)
         table.add_row(escape(m.instance), escape(m.from_node), escape(m.to_node), gpus)
     return table
+
+
+def topup(
+    ctx: typer.Context,
+    email: Annotated[str, typer.Argument(help="The account to credit.")],
+    amount: Annotated[str, typer.Argument(help="Decimal amount in the server's currency.")],
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            "--reference",
+            help="Your reference, e.g. the bank transfer id: the same reference is credited "
+            "once. Default: a new one.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+) -> None:
+    """Credit cash to an account (money received outside cardhour)."""
+    with connect(ctx, url, api_key) as client:
+        done = client.admin_top_up(email, amount, reference, idempotency_key=new_idempotency_key())
+    if as_json:
+        print_json(done)
+        return
+    out.print(
+        f"credited {escape(done.amount)} {escape(done.currency)} to {escape(done.email)}",
+        soft_wrap=True,
+    )
+    out.print(f"  reference {escape(done.reference)}, transfer {escape(done.transfer_id)}")

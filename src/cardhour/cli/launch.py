@@ -17,6 +17,7 @@ from cardhour.api.schemas import InstanceCreate, InstanceRead
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
 from cardhour.cli.render import connection_rows, status_text
 from cardhour.client import CardhourClient
+from cardhour.client.client import new_idempotency_key
 from cardhour.core.errors import CardhourError, InvalidInput
 from cardhour.core.gpus import parse_gpu_request
 from cardhour.core.states import InstanceStatus
@@ -83,7 +84,8 @@ def launch(
         movable=movable,
     )
     with connect(ctx, url, api_key) as client:
-        inst = client.create_instance(body)
+        # one key per invocation: the client's retries after a network error launch once
+        inst = client.create_instance(body, idempotency_key=new_idempotency_key())
         if not as_json:
             out.print(
                 f"launching [bold]{escape(inst.name)}[/]: {inst.count} × {escape(inst.gpu)} "

@@ -82,6 +82,7 @@ admin_app = typer.Typer(
     name="admin", help="Operator commands (need the admin role).", no_args_is_help=True
 )
 ADMIN_COMMANDS: dict[str, Callable[..., None]] = {"defrag": admin.defrag}
+ADMIN_COMMANDS["topup"] = admin.topup
 for _name, _command in ADMIN_COMMANDS.items():
     admin_app.command(_name)(_one_line_errors(_command))
 app.add_typer(admin_app, name="admin")

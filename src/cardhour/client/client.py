@@ -3,10 +3,16 @@
 Every method returns the pydantic models of `cardhour.api.schemas` and raises `ApiError` for
 anything that is not a success: the server's `{"error": {"code", "message", "details"}}` body,
 a response that is not what the API sends (`bad_response`), or no connection (`unreachable`).
+
+Methods that create something or move money take `idempotency_key` (sent as `Idempotency-Key`):
+the server acts once per key, so such a request is retried after a network error (at most
+`KEY_RETRIES` more times) instead of failing; without a key nothing is ever retried.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -22,11 +28,21 @@ from cardhour.api.schemas import (
     InstanceCreate,
     InstanceRead,
     OfferRead,
+    TopUpCreate,
+    TopUpRead,
     UserRead,
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+KEY_RETRIES = 2  # more attempts after a network error, for requests with an idempotency key
+RETRY_PAUSE_SECONDS = 0.5  # times the attempt number
 T = TypeVar("T")
+
+
+def new_idempotency_key() -> str:
+    """A fresh random key: one per user action (not per HTTP attempt)."""
+    return str(uuid.uuid4())
 
 
 class ApiError(Exception):
@@ -107,16 +123,25 @@ class CardhourClient:
 
     # -- instances --------------------------------------------------------------------------
 
-    def create_instance(self, body: InstanceCreate | None = None, /, **fields: Any) -> InstanceRead:
+    def create_instance(
+        self,
+        body: InstanceCreate | None = None,
+        /,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> InstanceRead:
         """Launch. Pass an `InstanceCreate`, or its fields as keywords (`gpu="H100", count=1`).
 
-        The instance comes back `pending`; the server's reconcilers bring it up.
+        The instance comes back `pending`; the server's reconcilers bring it up. With
+        `idempotency_key`, the same key again returns the first launch instead of a second one.
         """
         if body is None:
             body = InstanceCreate(**fields)
         elif fields:
             raise TypeError("pass an InstanceCreate or keyword fields, not both")
-        return self._call(InstanceRead, "POST", "/instances", json=body.model_dump())
+        return self._call(
+            InstanceRead, "POST", "/instances", idempotency_key, json=body.model_dump()
+        )
 
     def list_instances(self, all: bool = False) -> list[InstanceRead]:
         """Instances of this account; terminated ones only with `all=True`."""
@@ -127,11 +152,11 @@ class CardhourClient:
         """One instance by id or name, with its events."""
         return self._call(InstanceRead, "GET", _instance_path(ident))
 
-    def stop(self, ident: str) -> InstanceRead:
-        return self._call(InstanceRead, "POST", _instance_path(ident, "/stop"))
+    def stop(self, ident: str, idempotency_key: str | None = None) -> InstanceRead:
+        return self._call(InstanceRead, "POST", _instance_path(ident, "/stop"), idempotency_key)
 
-    def start(self, ident: str) -> InstanceRead:
-        return self._call(InstanceRead, "POST", _instance_path(ident, "/start"))
+    def start(self, ident: str, idempotency_key: str | None = None) -> InstanceRead:
+        return self._call(InstanceRead, "POST", _instance_path(ident, "/start"), idempotency_key)
 
     def terminate(self, ident: str) -> InstanceRead:
         return self._call(InstanceRead, "DELETE", _instance_path(ident))
@@ -145,14 +170,49 @@ class CardhourClient:
         """What the planner would move so `gpu` (`MODEL:COUNT`) fits; nothing is moved."""
         return self._call(DefragRead, "GET", "/admin/defrag", params={"gpu": gpu})
 
+    def admin_top_up(
+        self,
+        email: str,
+        amount: str,
+        reference: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> TopUpRead:
+        """Credit `amount` (a decimal string) to the cash of the account `email`.
+
+        The same `reference` is credited once; without one the server makes one up, so pass
+        `idempotency_key` to make a retry safe.
+        """
+        body = TopUpCreate(email=email, amount=amount, reference=reference)
+        return self._call(
+            TopUpRead, "POST", "/admin/topups", idempotency_key, json=body.model_dump()
+        )
+
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _call(self, model: type[T], method: str, path: str, **kwargs: Any) -> T:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            reason = str(exc) or type(exc).__name__
-            raise ApiError(0, "unreachable", f"cannot reach {self.url}: {reason}") from exc
+    def _call(
+        self,
+        model: type[T],
+        method: str,
+        path: str,
+        idempotency_key: str | None = None,
+        **kwargs: Any,
+    ) -> T:
+        attempts = 1
+        if idempotency_key is not None:
+            if not (idempotency_key.isascii() and idempotency_key.isprintable()):
+                raise ApiError(0, "invalid_input", "an idempotency key is printable ASCII")
+            kwargs["headers"] = {IDEMPOTENCY_HEADER: idempotency_key}
+            attempts += KEY_RETRIES
+        for attempt in range(1, attempts + 1):
+            try:
+                response = self._http.request(method, path, **kwargs)
+                break
+            except httpx.TransportError as exc:
+                if attempt < attempts and not isinstance(exc, httpx.UnsupportedProtocol):
+                    time.sleep(RETRY_PAUSE_SECONDS * attempt)
+                    continue
+                reason = str(exc) or type(exc).__name__
+                raise ApiError(0, "unreachable", f"cannot reach {self.url}: {reason}") from exc
         if response.is_error:
             raise _error_from(response)
         try:

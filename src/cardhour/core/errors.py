@@ -55,3 +55,24 @@ class NoCapacity(CardhourError):
 class InvalidTransition(CardhourError):
     code = "invalid_transition"
     http_status = 409
+
+
+class IdempotencyKeyReused(CardhourError):
+    """An `Idempotency-Key` already used for a different request (method, path or body)."""
+
+    code = "idempotency_key_reused"
+    http_status = 409
+
+
+class BadSignature(CardhourError):
+    """A webhook whose signature is missing, malformed, wrong or outside the time tolerance."""
+
+    code = "bad_signature"
+    http_status = 400
+
+
+class NotConfigured(CardhourError):
+    """The deployment lacks a setting this endpoint needs (e.g. the webhook secret)."""
+
+    code = "not_configured"
+    http_status = 503

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
+from sqlalchemy.orm import Session
 
 from cardhour.api import convert, schemas
 from cardhour.api.deps import Ctx, get_ctx
-from cardhour.services import accounts, defrag, fleet
+from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
+from cardhour.db.models import UserRow
+from cardhour.services import accounts, defrag, fleet, topups
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 
@@ -45,3 +48,34 @@ def defrag_plan(
         window = p.settings.scheduler.workload_window
         answer = defrag.ask(session, p.catalog, p.policy.profile, window, gpu)
     return convert.defrag_answer(answer)
+
+
+@router.post(
+    "/topups", response_model=schemas.TopUpRead, status_code=201, responses=IDEMPOTENCY_RESPONSES
+)
+def top_up(
+    body: schemas.TopUpCreate,
+    ctx: Ctx = Depends(get_ctx),
+    idem: Idempotency = Depends(idempotency),
+) -> Response:
+    """Credit cash to an account (money received outside cardhour, e.g. a bank transfer).
+
+    The same `reference` is credited once (409 `conflict` for another account or amount); send
+    `Idempotency-Key` too when no reference is given, so a retry does not credit twice."""
+    currency = ctx.platform.catalog.currency
+
+    def credit(session: Session, user: UserRow) -> schemas.TopUpRead:
+        accounts.require_admin(user)
+        amount = topups.parse_amount(body.amount, currency)
+        reference = topups.reference_or_new(body.reference)
+        done = topups.top_up_by_email(session, body.email, amount, ctx.now, reference)
+        return schemas.TopUpRead(
+            user_id=done.user_id,
+            email=done.email,
+            amount=done.amount.display(),
+            currency=done.amount.currency,
+            reference=done.reference,
+            transfer_id=done.transfer_id,
+        )
+
+    return idem.run_user(ctx, credit, status_code=201)

@@ -4,29 +4,42 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
+from sqlalchemy.orm import Session
 
 from cardhour.api import convert, schemas
 from cardhour.api.deps import Ctx, get_ctx
-from cardhour.db.models import InstanceRow
+from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
+from cardhour.db.models import InstanceRow, UserRow
 from cardhour.services import instances
 from cardhour.services.instances import LaunchRequest
 
 router = APIRouter(prefix="/instances", tags=["instances"])
 
 
-@router.post("", response_model=schemas.InstanceRead, status_code=201)
-def create(body: schemas.InstanceCreate, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
-    """Launch: refused with 402 `insufficient_balance` when the balance does not cover an hour."""
+@router.post(
+    "", response_model=schemas.InstanceRead, status_code=201, responses=IDEMPOTENCY_RESPONSES
+)
+def create(
+    body: schemas.InstanceCreate,
+    ctx: Ctx = Depends(get_ctx),
+    idem: Idempotency = Depends(idempotency),
+) -> Response:
+    """Launch: refused with 402 `insufficient_balance` when the balance does not cover an hour.
+
+    With `Idempotency-Key`, a retry returns the first launch instead of launching again."""
     p = ctx.platform
     req = LaunchRequest(
         body.gpu, body.count, body.name, body.image, body.ssh_key, body.plan, body.movable
     )
-    with ctx.user_tx() as (session, user):
+
+    def launch(session: Session, user: UserRow) -> schemas.InstanceRead:
         row = instances.create(session, p.catalog, p.policy, user, req, ctx.now)
-        result = convert.instance(session, row, events=True)
+        return convert.instance(session, row, events=True)
+
+    response = idem.run_user(ctx, launch, status_code=201)
     p.wake()
-    return result
+    return response
 
 
 @router.get("", response_model=list[schemas.InstanceRead])
@@ -51,16 +64,33 @@ def _act(ctx: Ctx, ident: str, action: Callable[..., InstanceRow]) -> schemas.In
     return result
 
 
-@router.post("/{ident}/stop", response_model=schemas.InstanceRead)
-def stop(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
+def _act_once(
+    ctx: Ctx, idem: Idempotency, ident: str, action: Callable[..., InstanceRow]
+) -> Response:
+    """`_act` through the `Idempotency-Key` helper: a retry with the key replays the first."""
+
+    def act(session: Session, user: UserRow) -> schemas.InstanceRead:
+        return convert.instance(session, action(session, user, ident, ctx.now))
+
+    response = idem.run_user(ctx, act)
+    ctx.platform.wake()
+    return response
+
+
+@router.post("/{ident}/stop", response_model=schemas.InstanceRead, responses=IDEMPOTENCY_RESPONSES)
+def stop(
+    ident: str, ctx: Ctx = Depends(get_ctx), idem: Idempotency = Depends(idempotency)
+) -> Response:
     """Billing stops at once; the GPUs are released (a later start may land elsewhere)."""
-    return _act(ctx, ident, instances.stop)
+    return _act_once(ctx, idem, ident, instances.stop)
 
 
-@router.post("/{ident}/start", response_model=schemas.InstanceRead)
-def start(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
+@router.post("/{ident}/start", response_model=schemas.InstanceRead, responses=IDEMPOTENCY_RESPONSES)
+def start(
+    ident: str, ctx: Ctx = Depends(get_ctx), idem: Idempotency = Depends(idempotency)
+) -> Response:
     """A stopped instance goes back to the scheduler; the balance must cover an hour."""
-    return _act(ctx, ident, instances.start)
+    return _act_once(ctx, idem, ident, instances.start)
 
 
 @router.delete("/{ident}", response_model=schemas.InstanceRead)
