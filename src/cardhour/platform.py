@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
@@ -28,7 +29,7 @@ from cardhour.reconcilers.metering import MeteringReconciler
 from cardhour.reconcilers.provisioning import ProvisioningReconciler
 from cardhour.reconcilers.scheduling import SchedulingReconciler
 from cardhour.scheduler import Scheduler
-from cardhour.services import accounts, ledger, scheduling
+from cardhour.services import accounts, ledger, pricing, scheduling
 from cardhour.settings import Settings, load_catalog
 
 log = logging.getLogger("cardhour")
@@ -63,6 +64,7 @@ class Platform:
         self.inventory = InventoryReconciler(self.sessions, self.clock, self.backend)
         with transaction(self.sessions) as session:
             ledger.ensure_platform_accounts(session, self.catalog.currency)
+            pricing.seed_from_catalog(session, self.catalog, self.clock.now())
         self.inventory.step()  # the nodes first: the scheduler's typical workload reads them
         window = settings.scheduler.workload_window
         if policy is None:
@@ -85,8 +87,9 @@ class Platform:
         self.meter = MeteringReconciler(
             self.sessions,
             self.clock,
-            settings.reconcilers.autostop_margin_seconds,
             settings.reconcilers.charge_interval_seconds,
+            settings.billing.low_balance_warning_seconds,
+            settings.billing.autostop_grace_seconds,
         )
         self.reconcilers: list[Reconciler] = [
             self.inventory,
@@ -125,8 +128,13 @@ class Platform:
             path.write_text(password + "\n")
             path.chmod(0o600)
         with transaction(self.sessions) as session:
-            accounts.ensure_admin(session, email, password, self.clock.now(), self.trial_credit)
+            accounts.ensure_admin(session, email, password, self.clock.now(), self.trial())
         return email, password
+
+    def trial(self) -> accounts.Trial:
+        """The sign-up credit every new account gets once."""
+        days = self.settings.billing.trial_credit_days
+        return accounts.Trial(self.trial_credit, timedelta(days=days) if days else None)
 
     def wake(self) -> None:
         """Nudge the reconcilers after new intent was committed."""

@@ -36,10 +36,26 @@ class ReconcilerSettings(BaseModel):
         ge=0,
         description="Post usage to the ledger at most this often per running instance.",
     )
-    autostop_margin_seconds: int = Field(
-        default=10,
+
+
+class BillingSettings(BaseModel):
+    trial_credit_days: int = Field(
+        default=30, ge=0, description="Days the sign-up trial credit lasts (0: it never expires)."
+    )
+    low_balance_warning_seconds: int = Field(
+        default=60,
         ge=0,
-        description="Stop running instances when the balance covers less than this much usage.",
+        description="Warn an owner when their money covers less than this much more usage of "
+        "their running instances.",
+    )
+    autostop_grace_seconds: int = Field(
+        default=30,
+        ge=0,
+        description="Stop a warned owner's instances this long after the warning unless the "
+        "balance recovered (at once when it cannot cover what they already owe).",
+    )
+    quote_validity_seconds: int = Field(
+        default=900, gt=0, description="How long a quote's price is honoured for a launch."
     )
 
 
@@ -95,6 +111,7 @@ class Settings(BaseSettings):
     secure_cookies: bool = Field(default=False, description="Mark console cookies Secure (HTTPS).")
     sim: SimSettings = SimSettings()
     reconcilers: ReconcilerSettings = ReconcilerSettings()
+    billing: BillingSettings = BillingSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     payments: PaymentSettings = PaymentSettings()
 

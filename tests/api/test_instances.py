@@ -144,12 +144,10 @@ def test_stop_start_and_idempotent_terminate(api: Api) -> None:
         api.settle()
     final = _get(api, headers, inst["id"])
     assert final["status"] == "terminated"
-    # two running segments, each rated on its own and rounded half up to the micro-unit
+    # two running segments; their exact costs add up and only the total is rounded (half up)
     per_second = Decimal("1.90") / 3600
-    expected = sum(
-        (Decimal(n) * per_second).quantize(Decimal("0.000001"), ROUND_HALF_UP) for n in (100, 200)
-    )
-    assert Decimal(final["cost_so_far"]) == expected == Decimal("0.158334")
+    expected = (Decimal(100 + 200) * per_second).quantize(Decimal("0.000001"), ROUND_HALF_UP)
+    assert Decimal(final["cost_so_far"]) == expected == Decimal("0.158333")
     r = api.client.post(f"/api/v1/instances/{inst['id']}/start", headers=headers)
     assert (r.status_code, r.json()["error"]["code"]) == (409, "invalid_transition")
 

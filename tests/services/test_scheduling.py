@@ -21,7 +21,9 @@ WINDOW = 1000
 @pytest.fixture
 def user_id(platform: Platform, clock: ManualClock) -> str:
     with transaction(platform.sessions) as s:
-        user = accounts.sign_up(s, "rich@example.com", "password123", clock.now(), Money.zero())
+        user = accounts.sign_up(
+            s, "rich@example.com", "password123", clock.now(), accounts.Trial(Money.zero())
+        )
         ledger.top_up(s, user.id, Money.parse("10000"), clock.now(), "pay-1")
         return user.id
 

@@ -42,13 +42,26 @@ class AuthRead(BaseModel):
     user: UserRead
 
 
+class CreditRead(BaseModel):
+    kind: str = Field(description="trial_credit | sla_credit | grant_credit")
+    balance: str
+    expires_at: datetime | None
+    gpu_models: list[str] = Field(description="Models it may pay for; empty: any.")
+    expired: bool
+
+
 class BalanceRead(BaseModel):
     currency: str
-    available: str = Field(description="Cash + credits, rounded down to 0.01.")
-    cash: str
+    available: str = Field(description="Cash + unexpired credits, rounded down to 0.01.")
+    cash: str = Field(description="May be negative: usage that ran before an auto-stop.")
     trial_credit: str
+    credits: list[CreditRead] = Field(description="Spent before cash, in this order.")
+    held: str = Field(description="Set aside for instances at launch (one hour, or a plan).")
     committed_per_hour: str = Field(description="One hour of instances running or starting.")
     available_exact: str = Field(description="To the ledger's micro-unit (6 decimals).")
+    low_balance_since: datetime | None = Field(
+        description="Set while the money cannot cover the next minute: instances stop soon."
+    )
 
 
 class QuoteRead(BaseModel):

@@ -93,7 +93,7 @@ def _auth_post(request: Request, signup: bool, email: str, password: str) -> Res
     try:
         with transaction(p.sessions) as session:
             if signup:
-                user = accounts.sign_up(session, email, password, now, p.trial_credit)
+                user = accounts.sign_up(session, email, password, now, p.trial())
             else:
                 user = accounts.sign_in(session, email, password)
             key = accounts.create_key(session, user, now, "console", kind="session")

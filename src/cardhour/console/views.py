@@ -15,7 +15,7 @@ from cardhour.core.money import Money
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import UserRow
 from cardhour.platform import Platform
-from cardhour.services import catalog, instances, ledger
+from cardhour.services import accounts, catalog, instances, wallet
 
 ACTIONS = {
     InstanceStatus.PENDING: ["stop", "terminate"],
@@ -38,7 +38,7 @@ def cny(amount: str | None) -> str:
 def inventory_cards(session: Session, platform: Platform) -> list[dict[str, Any]]:
     """One card per GPU model: free and total GPUs over all data centres, the lowest price."""
     by_model: dict[str, list[catalog.Offer]] = defaultdict(list)
-    for offer in catalog.offers(session, platform.catalog, platform.policy):
+    for offer in catalog.offers(session, platform.catalog, platform.policy, platform.clock.now()):
         by_model[offer.model.id].append(offer)
     cards = []
     for model in platform.catalog.gpu_models:
@@ -73,7 +73,9 @@ def parse_count(text: str | int) -> int:
 
 def quote_view(session: Session, platform: Platform, gpu: str, count: str | int) -> dict[str, Any]:
     count = parse_count(count)
-    offers = catalog.offers(session, platform.catalog, platform.policy, gpu, count)
+    offers = catalog.offers(
+        session, platform.catalog, platform.policy, platform.clock.now(), gpu, count
+    )
     if not offers:
         return {"quote_error": f"no {gpu} in this fleet"}
     placeable = [o for o in offers if o.recommendation and o.recommendation.available]
@@ -88,11 +90,15 @@ def quote_view(session: Session, platform: Platform, gpu: str, count: str | int)
     }
 
 
-def balance_view(session: Session, platform: Platform, user_id: str) -> dict[str, str]:
+def balance_view(session: Session, platform: Platform, user_id: str) -> dict[str, Any]:
     currency = platform.catalog.currency
+    user = accounts.get_user(session, user_id)
     return {
-        "balance": ledger.balance(session, user_id, currency).total.floor_str(),
+        "balance": wallet.balance(
+            session, user_id, currency, platform.clock.now()
+        ).available.floor_str(),
         "currency": currency,
+        "low_balance_since": user.low_balance_since if user else None,
     }
 
 

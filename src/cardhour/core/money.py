@@ -125,3 +125,28 @@ def rate_usage(price_per_card_hour: Money, milli_gpu_seconds: int) -> Money:
         price_per_card_hour.micros * milli_gpu_seconds, MILLI_GPU_SECONDS_PER_CARD_HOUR
     )
     return Money(micros, price_per_card_hour.currency)
+
+
+@dataclass(frozen=True)
+class ExactCost:
+    """An exact amount of usage cost: `micros + frac / 3,600,000` micro-units (0 ≤ frac < that).
+
+    Rating several segments at their own prices and rounding only the total keeps an instance's
+    charge within half a micro-unit of its exact cost, however many segments it has.
+    """
+
+    micros: int = 0
+    frac: int = 0
+
+    def plus_usage(self, price_per_card_hour: Money, milli_gpu_seconds: int) -> ExactCost:
+        if milli_gpu_seconds < 0:
+            raise MoneyError("usage cannot be negative")
+        whole, frac = divmod(
+            self.frac + price_per_card_hour.micros * milli_gpu_seconds,
+            MILLI_GPU_SECONDS_PER_CARD_HOUR,
+        )
+        return ExactCost(self.micros + whole, frac)
+
+    def rounded(self) -> int:
+        """Half up to the micro-unit."""
+        return self.micros + (1 if 2 * self.frac >= MILLI_GPU_SECONDS_PER_CARD_HOUR else 0)

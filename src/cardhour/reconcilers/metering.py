@@ -1,4 +1,5 @@
-"""Charges running instances on a cadence and stops those whose owner's balance ran out."""
+"""Charges running instances on a cadence, expires credits, ends monthly plans, and warns then
+stops owners whose money ran out (`services.autostop`)."""
 
 from __future__ import annotations
 
@@ -17,16 +18,22 @@ class MeteringReconciler(Reconciler):
         self,
         sessions: sessionmaker[Session],
         clock: Clock,
-        margin_seconds: int,
         charge_every_seconds: int,
+        warn_seconds: int = 60,
+        grace_seconds: int = 30,
     ) -> None:
         super().__init__(sessions, clock)
-        self.margin_seconds = margin_seconds
         self.charge_every_seconds = charge_every_seconds
+        self.warn_seconds = warn_seconds
+        self.grace_seconds = grace_seconds
 
     def step(self) -> bool:
         with transaction(self.sessions) as session:
             result = meter_and_autostop(
-                session, self.clock.now(), self.margin_seconds, self.charge_every_seconds
+                session,
+                self.clock.now(),
+                self.warn_seconds,
+                self.grace_seconds,
+                self.charge_every_seconds,
             )
-        return bool(result.stopped)
+        return bool(result.stopped or result.plans_ended)

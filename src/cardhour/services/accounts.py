@@ -29,6 +29,14 @@ ROLES = ("user", "admin")
 
 
 @dataclass(frozen=True)
+class Trial:
+    """The sign-up credit: how much, and how long it lasts (None: it never expires)."""
+
+    amount: Money
+    lifetime: timedelta | None = None
+
+
+@dataclass(frozen=True)
 class NewKey:
     """A freshly created secret: the only moment its plain text exists."""
 
@@ -50,10 +58,11 @@ def sign_up(
     email: str,
     password: str,
     now: datetime,
-    trial_credit: Money,
+    trial: Trial,
     role: str = "user",
 ) -> UserRow:
-    """Create the user and grant the trial credit exactly once (ledger id `trial:<user>`)."""
+    """Create the user, open their cash account and grant the trial credit exactly once (ledger
+    transfer `credit:trial-<user>`)."""
     email = validate_credentials(email, password)
     if role not in ROLES:
         raise InvalidInput(f"unknown role {role!r}")
@@ -67,9 +76,15 @@ def sign_up(
             store.add_user(session, user)
     except IntegrityError as exc:  # a concurrent sign-up with the same email won the race
         raise Conflict(f"an account for {email} already exists", field="email") from exc
-    ledger.open_user_accounts(session, user.id, trial_credit.currency)
-    if trial_credit.micros > 0:
-        ledger.grant_trial_credit(session, user.id, trial_credit, now)
+    ledger.open_user_accounts(session, user.id, trial.amount.currency, now)
+    if trial.amount.micros > 0:
+        expires = now + trial.lifetime if trial.lifetime is not None else None
+        ledger.grant_credit(
+            session,
+            user.id,
+            ledger.CreditGrant(ledger.TRIAL, trial.amount, f"trial-{user.id}", expires),
+            now,
+        )
     return user
 
 
@@ -126,16 +141,20 @@ def revoke(session: Session, secret: str, now: datetime) -> None:
         session.flush()
 
 
+def get_user(session: Session, user_id: str) -> UserRow | None:
+    return store.get_user(session, user_id)
+
+
 def require_admin(user: UserRow) -> None:
     if user.role != "admin":
         raise Forbidden("this action needs the admin role")
 
 
 def ensure_admin(
-    session: Session, email: str, password: str, now: datetime, trial_credit: Money
+    session: Session, email: str, password: str, now: datetime, trial: Trial
 ) -> tuple[UserRow, bool]:
     """The bootstrap admin: created on first start. Returns (user, created)."""
     existing = store.get_user_by_email(session, email)
     if existing is not None:
         return existing, False
-    return sign_up(session, email, password, now, trial_credit, role="admin"), True
+    return sign_up(session, email, password, now, trial, role="admin"), True

@@ -1,8 +1,14 @@
-"""The metering pass: charge running instances on a cadence, stop those whose owner ran out.
+"""The metering pass: expire credits, end or convert monthly plans, charge running instances on
+a cadence, and warn then stop owners whose money runs out.
 
 Charges are posted at most every `charge_every_seconds` per instance (and always when an instance
-leaves `running`), so the ledger gets one transfer per instance per interval, not per second.
-The auto-stop check counts usage not yet posted, so it is as prompt as the tick.
+leaves `running`), so the ledger gets one transfer per source per instance per interval.
+Low balance (docs/dev/billing.md): when an owner's money — each instance's hold, then the
+credits usable for its model, then cash down to zero — cannot cover what their metered instances
+owe plus the next `warn_seconds` of them, the owner is warned (`users.low_balance_since`, an
+event on each instance, the console banner). They are stopped `grace_seconds` later unless the
+balance recovered, and at once when it cannot even cover what they already owe, so no cash
+account goes below zero by more than a tick of usage.
 """
 
 from __future__ import annotations
@@ -14,41 +20,121 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
-from cardhour.core.money import Money, rate_usage
-from cardhour.core.states import InstanceStatus
-from cardhour.db.models import InstanceRow
-from cardhour.services import ledger, metering
+from cardhour.core.money import Money
+from cardhour.core.states import InstanceStatus, Plan
+from cardhour.db.models import InstanceEventRow, InstanceRow
+from cardhour.services import ledger, metering, pricing, wallet
 from cardhour.services.instances import switch_status
+from cardhour.services.ledger import CASH, Book
 from cardhour.store import instances as store
+from cardhour.store import users as user_store
 
 
 @dataclass
 class MeteringResult:
     charged: dict[str, Money] = field(default_factory=dict)  # instance id -> charged this pass
     stopped: list[str] = field(default_factory=list)
+    warned: list[str] = field(default_factory=list)  # owner ids warned this pass
+    expired_credits: int = 0
+    plans_ended: list[str] = field(default_factory=list)
+
+
+def covers(book: Book, rows: list[InstanceRow], now: datetime, seconds: int) -> bool:
+    """Whether the owner's money covers what `rows` owe plus `seconds` more of each, drawing as
+    the charges would (hold, credits for the model, cash down to zero), in memory only."""
+    left = {key: ledger.balance_of(row) for key, row in book.accounts.items()}
+    for row in rows:
+        need = max(metering.due(row, now), 0) + metering.cost_of_seconds(row, seconds)
+        for source in [book.accounts.get(ledger.hold_key(row.owner_id, row.id))] + wallet.sources(
+            book, row.owner_id, row.gpu_model
+        ):
+            if source is None or need == 0:
+                continue
+            take = min(need, max(left[source.key], 0))
+            left[source.key] -= take
+            need -= take
+        if need > 0:
+            return False
+    return True
+
+
+def _end_plan(session: Session, row: InstanceRow, now: datetime, result: MeteringResult) -> None:
+    """The 30 days are over: stop, or carry on billed per second, as the owner chose."""
+    assert row.plan_until is not None
+    ended = as_utc(row.plan_until)
+    row.plan = Plan.ON_DEMAND.value
+    result.plans_ended.append(row.id)
+    prices = pricing.history(session)
+    if row.data_centre is not None:
+        row.price_micros = prices.at(row.gpu_model, row.data_centre, ended).micros
+    if row.plan_at_expiry == "on_demand":
+        metering.open_usage(row, ended)  # billed from the end of the plan, to the second
+        _event(session, row, now, "monthly plan ended: now billed on demand")
+        return
+    row.desired = "stopped"
+    switch_status(session, row, InstanceStatus.STOPPING, now, "monthly plan ended")
+
+
+def _event(session: Session, row: InstanceRow, now: datetime, reason: str) -> None:
+    store.add_event(
+        session,
+        InstanceEventRow(
+            instance_id=row.id, at=now, from_status=row.status, to_status=row.status, reason=reason
+        ),
+    )
 
 
 def meter_and_autostop(
-    session: Session, now: datetime, margin_seconds: int, charge_every_seconds: int = 0
+    session: Session,
+    now: datetime,
+    warn_seconds: int = 60,
+    grace_seconds: int = 30,
+    charge_every_seconds: int = 0,
 ) -> MeteringResult:
-    """Settle running instances whose last charge is `charge_every_seconds` old; then, per owner,
-    if the balance less what is owed but not yet posted no longer covers `margin_seconds` of
-    their running instances, switch those to `stopping` (which settles them; billing ends)."""
     result = MeteringResult()
+    result.expired_credits = ledger.expire_credits(session, now)
+    running = store.list_in_status(session, [InstanceStatus.RUNNING.value], lock=True)
+    for row in running:
+        if row.plan == Plan.MONTHLY.value and row.plan_until and as_utc(row.plan_until) <= now:
+            _end_plan(session, row, now, result)
+    metered = [
+        r for r in running if r.status == InstanceStatus.RUNNING.value and metering.metered(r)
+    ]
+    if not metered:
+        return result
+    prices = pricing.history(session)
+    book = wallet.open_wallet(session, now, sorted({r.owner_id for r in metered}), ["revenue"])
     every = timedelta(seconds=charge_every_seconds)
-    by_owner: dict[str, list[InstanceRow]] = defaultdict(list)
-    for row in store.list_in_status(session, [InstanceStatus.RUNNING.value], lock=True):
-        if row.charged_at is None or now - as_utc(row.charged_at) >= every:
-            result.charged[row.id] = metering.settle(session, row, now)
-        by_owner[row.owner_id].append(row)
-    for owner_id, rows in by_owner.items():
-        currency = rows[0].currency
-        owed = sum((max(metering.due(r, now).micros, 0) for r in rows), 0)
-        margin = sum(
-            rate_usage(metering.price_of(r), margin_seconds * r.gpu_count * 1000).micros
-            for r in rows
+    due_rows = [r for r in metered if r.charged_at is None or now - as_utc(r.charged_at) >= every]
+    for instance_id, micros in metering.settle_rows(session, book, due_rows, now, prices).items():
+        result.charged[instance_id] = Money(
+            micros, book.row(ledger.platform_key("revenue")).currency
         )
-        if ledger.balance(session, owner_id, currency).total.micros - owed > margin:
+    book.flush()
+    by_owner: dict[str, list[InstanceRow]] = defaultdict(list)
+    for row in metered:
+        by_owner[row.owner_id].append(row)
+    users = user_store.get_users(session, list(by_owner))
+    for owner_id, rows in by_owner.items():
+        user = users[owner_id]
+        if covers(book, rows, now, warn_seconds):
+            user.low_balance_since = None
+            continue
+        if user.low_balance_since is None:
+            user.low_balance_since = now
+            result.warned.append(owner_id)
+            cash = Money(book.balance(ledger.user_key(owner_id, CASH)), rows[0].currency)
+            for row in rows:
+                _event(
+                    session,
+                    row,
+                    now,
+                    f"balance low (cash {cash.floor_str()}): stops at "
+                    f"{now + timedelta(seconds=grace_seconds):%H:%M:%S} UTC unless topped up",
+                )
+        waited = now - as_utc(user.low_balance_since) >= timedelta(seconds=grace_seconds)
+        in_debt = book.balance(ledger.user_key(owner_id, CASH)) < 0
+        if not waited and not in_debt and covers(book, rows, now, 0):
             continue
         for row in rows:
             row.desired = "stopped"
@@ -60,5 +146,6 @@ def meter_and_autostop(
                 "stopped automatically: balance exhausted",
             )
             result.stopped.append(row.id)
+        user.low_balance_since = None
     session.flush()
     return result

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from cardhour.core.catalog import HOURS_PER_MONTH, Catalog
 from cardhour.core.gpus import GpuModel
 from cardhour.core.money import Money
+from cardhour.core.pricing import PriceHistory
 from cardhour.core.topology import NodeSpec
 from cardhour.scheduler import MILLI, Pending, Scheduler
-from cardhour.services import fleet, placement
+from cardhour.services import fleet, placement, pricing
 from cardhour.services.placement import Assignment
 
 
@@ -26,9 +28,12 @@ class Quote:
     per_month_monthly_plan: Money
 
 
-def quote(catalog: Catalog, gpu_model: str, data_centre: str, count: int) -> Quote:
-    on_demand = catalog.prices.on_demand(gpu_model, data_centre)
-    monthly = catalog.prices.monthly(gpu_model, data_centre)
+def quote(
+    prices: PriceHistory, gpu_model: str, data_centre: str, count: int, now: datetime
+) -> Quote:
+    """The prices in force at `now` (the versioned price book, `services.pricing`)."""
+    on_demand = prices.at(gpu_model, data_centre, now)
+    monthly = prices.monthly_at(gpu_model, data_centre, now)
     return Quote(
         count=count,
         price_per_card_hour=on_demand,
@@ -110,11 +115,13 @@ def offers(
     session: Session,
     catalog: Catalog,
     scheduler: Scheduler,
+    now: datetime,
     gpu: str | None = None,
     count: int | None = None,
 ) -> list[Offer]:
-    """One offer per GPU model × data centre, from the live allocations."""
+    """One offer per GPU model × data centre, from the live allocations, at today's prices."""
     models = [catalog.model(gpu)] if gpu else catalog.gpu_models
+    prices = pricing.history(session, catalog)
     view = fleet.load(session, catalog)
     state = view.state
     free_gpus = ((state.gpu_free == MILLI) & state.gpu_real).sum(axis=1)
@@ -127,7 +134,7 @@ def offers(
     for model in models:
         for dc in catalog.data_centres:
             nodes = groups.get((model.id, dc.id))
-            if not nodes:
+            if not nodes or dc.id not in prices.data_centres(model.id):
                 continue
             rec = None
             if count is not None:
@@ -142,7 +149,7 @@ def offers(
                     total_gpus=int(state.gpu_count[nodes].sum()),
                     free_gpus=int(free_gpus[nodes].sum()),
                     free_nodes=int(empty[nodes].sum()),
-                    quote=quote(catalog, model.id, dc.id, count or 1),
+                    quote=quote(prices, model.id, dc.id, count or 1, now),
                     recommendation=rec,
                 )
             )

@@ -8,11 +8,12 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
 from cardhour.core.catalog import Catalog
+from cardhour.core.clock import as_utc
 from cardhour.core.errors import (
     Conflict,
     InsufficientBalance,
@@ -26,7 +27,7 @@ from cardhour.core.money import Money
 from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transition
 from cardhour.db.models import InstanceEventRow, InstanceRow, UserRow
 from cardhour.scheduler import Pending, Scheduler
-from cardhour.services import fleet, ledger, metering, placement
+from cardhour.services import fleet, ledger, metering, placement, pricing, wallet
 from cardhour.services.ids import new_id
 from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
@@ -37,8 +38,10 @@ _SSH_KEY = re.compile(
     r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh.com"
     r"|sk-ecdsa-sha2-nistp256@openssh.com) [A-Za-z0-9+/=]+( [^\x00-\x1f\x7f]*)?"
 )
-#: Statuses whose next hour of usage must be covered by the balance.
+#: Statuses in which an instance keeps its hold (money set aside at launch or start).
 COMMITTED = (S.PENDING, S.PROVISIONING, S.RUNNING)
+PLAN_PERIOD = timedelta(days=30)
+AT_EXPIRY = ("stop", "on_demand")
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class LaunchRequest:
     ssh_key: str | None = None
     plan: str = Plan.ON_DEMAND.value
     movable: bool = False  # the operator may move it to defragment the fleet
+    quote_id: str | None = None  # a valid quote caps the price of the first placement
+    at_expiry: str = "stop"  # monthly plan: "stop" or "on_demand" when the 30 days end
 
 
 def switch_status(
@@ -66,9 +71,16 @@ def switch_status(
     if not can_transition(current, new):
         raise InvalidTransition(f"instance {row.name} cannot go from {current} to {new}")
     if current == S.RUNNING:
-        metering.close_usage(session, row, now)
+        metering.close_usage(session, row, now, pricing.history(session))
+        if new == S.FAILED:
+            _refund_unused_plan(session, row, now)
     if new == S.RUNNING:
-        metering.open_usage(row, now)
+        if row.plan == Plan.MONTHLY.value and row.plan_until is None:
+            _start_plan(session, row, now)
+        elif not metering.on_plan(row, now):
+            metering.open_usage(row, now)
+    if current in COMMITTED and new not in COMMITTED:
+        wallet.release_hold(session, row, now)
     if current in HOLDS_GPUS and new not in HOLDS_GPUS:
         node_store.release_allocations(session, row.id)
     row.status = new.value
@@ -86,6 +98,54 @@ def switch_status(
             reason=reason,
         ),
     )
+
+
+def _start_plan(session: Session, row: InstanceRow, now: datetime) -> None:
+    """The monthly plan starts when the instance first runs: its price for the data centre it
+    landed in is taken from the hold up front, the rest of the hold goes back."""
+    total = pricing.plan_total(metering.price_of(row), row.gpu_count).micros
+    book = wallet.open_wallet(session, now, [row.owner_id], ["revenue"])
+    from_hold = min(total, wallet.hold_balance(book, row))
+    revenue = ledger.platform_key("revenue")
+    if from_hold:
+        book.transfer(
+            f"plan:{row.id}:hold", ledger.hold_key(row.owner_id, row.id), revenue, from_hold, "plan", row.id
+        )
+    wallet.draw(
+        book,
+        row.owner_id,
+        row.gpu_model,
+        total - from_hold,
+        revenue,
+        f"plan:{row.id}",
+        "plan",
+        row.id,
+        overdraft=True,
+    )
+    book.flush()
+    row.plan_until = now + PLAN_PERIOD
+
+
+def _refund_unused_plan(session: Session, row: InstanceRow, now: datetime) -> None:
+    """The platform lost a prepaid instance: the unused part of the plan goes back as cash
+    (pro rata by the second, rounded down)."""
+    if not metering.on_plan(row, now) or row.plan_until is None:
+        return
+    left = (as_utc(row.plan_until) - now) // timedelta(seconds=1)
+    paid = pricing.plan_total(metering.price_of(row), row.gpu_count).micros
+    refund = paid * left // int(PLAN_PERIOD.total_seconds())
+    row.plan_until = now
+    if refund > 0:
+        ledger.post(
+            session,
+            f"plan_refund:{row.id}",
+            ledger.platform_key("revenue"),
+            ledger.user_key(row.owner_id, ledger.CASH),
+            Money(refund, row.currency),
+            "plan_refund",
+            now,
+            row.id,
+        )
 
 
 def _validate_name(name: str | None, model_id: str) -> str:
@@ -113,27 +173,26 @@ def validate_ssh_key(key: str | None) -> str | None:
 
 
 def committed_hour(session: Session, owner_id: str) -> Money | None:
-    """One hour of every instance of the owner that is running or about to run."""
+    """One hour of every on-demand instance of the owner that is running or about to run."""
     total: Money | None = None
     for row in store.list_owned(session, owner_id):
-        if S(row.status) in COMMITTED:
+        if S(row.status) in COMMITTED and row.plan == Plan.ON_DEMAND.value:
             cost = metering.hourly_cost(row)
             total = cost if total is None else total + cost
     return total
 
 
-def _check_balance(session: Session, user: UserRow, hour: Money) -> None:
-    bal = ledger.balance(session, user.id, hour.currency, lock=True)
-    committed = committed_hour(session, user.id) or Money.zero(hour.currency)
-    free = bal.total - committed
-    if free < hour:
+def _hold(session: Session, row: InstanceRow, amount: Money, what: str, now: datetime) -> None:
+    """Set `amount` aside for the instance; InsufficientBalance names what it was for."""
+    try:
+        wallet.place_hold(session, row, amount, now)
+    except InsufficientBalance as exc:
         raise InsufficientBalance(
-            f"balance {bal.total.floor_str()} {hour.currency} does not cover one hour of this "
-            f"instance ({hour.format()} {hour.currency}/h)"
-            + (f" on top of running ones ({committed.format()}/h)" if committed.micros else ""),
-            needed=hour.format(),
-            available=bal.total.floor_str(),
-        )
+            f"available balance {exc.details.get('available')} {amount.currency} does not "
+            f"cover {what} ({amount.format()} {amount.currency})",
+            needed=amount.format(),
+            available=exc.details.get("available"),
+        ) from None
 
 
 def create(
@@ -149,10 +208,10 @@ def create(
     Raises NoCapacity if the request could not be placed even on an all-free fleet."""
     model = catalog.model(req.gpu)
     count = validate_gpu_count(req.count)
-    if req.plan == Plan.MONTHLY.value:
-        raise InvalidInput("the monthly plan is not offered by this server yet; use on_demand")
-    if req.plan != Plan.ON_DEMAND.value:
-        raise InvalidInput(f"unknown plan {req.plan!r}; plans: on_demand")
+    if req.plan not in (Plan.ON_DEMAND.value, Plan.MONTHLY.value):
+        raise InvalidInput(f"unknown plan {req.plan!r}; plans: on_demand, monthly")
+    if req.at_expiry not in AT_EXPIRY:
+        raise InvalidInput(f"unknown at_expiry {req.at_expiry!r}; choose stop or on_demand")
     image = catalog.image(req.image)
     ssh_key = validate_ssh_key(req.ssh_key)
     name = _validate_name(req.name, model.id)
@@ -161,12 +220,17 @@ def create(
     ever = request if isinstance(request, Pending) else scheduler.place(state, request)
     if isinstance(ever, Pending):
         raise NoCapacity(f"no {count} × {model.id} can be placed on this fleet: {ever.reason}")
-    price = max(
-        catalog.prices.on_demand(model.id, dc.id)
-        for dc in catalog.data_centres
-        if any(n.gpu_model == model.id and n.data_centre == dc.id for n in catalog.nodes)
+    price = pricing.launch_price(
+        pricing.history(session, catalog), catalog, model.id, req.plan, now
     )
-    _check_balance(session, user, price.times(count))  # locks the user's accounts: serialises
+    quoted: Money | None = None
+    if req.quote_id:
+        quote = pricing.honoured_quote(session, user, req.quote_id, model.id, count, req.plan, now)
+        quoted = Money(quote.price_micros, quote.currency)
+        price = min(price, quoted)
+    elif req.plan == Plan.MONTHLY.value:
+        quoted = price  # what is held is the most the plan will cost
+    monthly = req.plan == Plan.MONTHLY.value
     if store.name_taken(session, user.id, name):  # this user's launches, so check names here
         raise Conflict(f"you already have an instance named {name!r}", field="name")
     row = InstanceRow(
@@ -178,6 +242,9 @@ def create(
         image=image.id,
         ssh_key=ssh_key,
         plan=req.plan,
+        plan_at_expiry=req.at_expiry if monthly else None,
+        quote_id=req.quote_id,
+        quoted_price_micros=quoted.micros if quoted is not None else None,
         movable=req.movable,
         status=S.PENDING.value,
         status_reason="waiting for the scheduler",
@@ -202,6 +269,10 @@ def create(
             reason="created",
         ),
     )
+    if monthly:
+        _hold(session, row, pricing.plan_total(price, count), "the 30-day plan", now)
+    else:
+        _hold(session, row, price.times(count), "one hour of this instance", now)
     return row
 
 
@@ -235,6 +306,12 @@ def stop(session: Session, user: UserRow, id_or_name: str, now: datetime) -> Ins
         return row
     if status in (S.FAILED, S.TERMINATED) or row.desired == "terminated":
         raise InvalidTransition(f"instance {row.name} is {status}: it cannot be stopped")
+    if metering.on_plan(row, now) and row.plan_until is not None:
+        raise InvalidTransition(
+            f"instance {row.name} is on a monthly plan until "
+            f"{as_utc(row.plan_until):%Y-%m-%d %H:%M} UTC and keeps its GPUs until then; "
+            "terminate it to give them up (no refund)"
+        )
     row.desired = "stopped"
     if status == S.PENDING:
         switch_status(session, row, S.STOPPED, now, "stopped by user before placement")
@@ -250,7 +327,9 @@ def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> In
         return row
     if status != S.STOPPED or row.desired == "terminated":
         raise InvalidTransition(f"instance {row.name} is {status}: only a stopped one can start")
-    _check_balance(session, user, metering.hourly_cost(row))
+    prices = pricing.history(session)
+    price = prices.highest(row.gpu_model, prices.data_centres(row.gpu_model), now)
+    _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now)
     row.desired = "running"
     switch_status(session, row, S.PENDING, now, "start requested by user (GPUs are re-allocated)")
     return row

@@ -1,34 +1,58 @@
-"""The double-entry ledger: accounts, idempotent transfers, balances, usage charges.
+"""The double-entry ledger: accounts, immutable idempotent transfers, credits, verification.
 
 Conventions (docs/dev/billing.md):
-- A user's accounts (`cash`, `trial_credit`) are what the platform owes the user: their balance is
-  credits − debits. Platform accounts (`promotions`, `revenue`, `cash_in`) are the other side.
-- Every transfer moves a positive amount from one account to another, and its id is its
-  idempotency key: posting the same id again with the same parameters returns the first one,
-  with different parameters it is refused.
-- Lock order: accounts are locked in key order in one call (`platform:*` before `user:*`).
-- Usage spends trial credit first, then cash. Cash may go below zero by what was used between the
-  last charge and the auto-stop; credit accounts never go below zero.
+- Every account's balance is credits − debits. User accounts (`cash`, the credit kinds, `hold`)
+  are what the platform owes the user; platform accounts are the other side, so they go negative.
+- A transfer moves a positive amount from one account to another (debits equal credits by
+  construction), is never edited, and its id is its idempotency key: posting the same id again
+  with the same parameters returns the first one, with different parameters it is refused.
+- Lock order: every transaction locks the accounts it posts to in ONE call, sorted by key, after
+  any instance rows it locks; `platform:*` keys sort before every `user:*` key (holds included),
+  so a transaction that locks again later only ever adds user accounts.
+- Balance limits are checked on the locked rows in the transaction that posts (no check-then-act):
+  credit and hold accounts never go below zero; cash only through usage that ran before an
+  auto-stop (at most about a minute of it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
-from cardhour.core.errors import Conflict
+from cardhour.core.errors import Conflict, InvalidInput
 from cardhour.core.money import Money
 from cardhour.db.models import LedgerAccountRow, LedgerTransferRow
 from cardhour.store import ledger as store
 
-USER_KINDS = ("trial_credit", "cash")  # spending order
-PLATFORM_KINDS = ("promotions", "revenue", "cash_in")
+CASH = "cash"
+TRIAL = "trial_credit"
+SLA = "sla_credit"
+GRANT = "grant_credit"
+HOLD = "hold"
+CREDIT_KINDS = (GRANT, SLA, TRIAL)
+#: Default spending priority of each credit kind (lower is spent first; cash always last).
+DEFAULT_PRIORITY = {GRANT: 10, SLA: 20, TRIAL: 30}
+#: The platform account each credit kind is issued from and expires back to.
+ISSUER = {TRIAL: "promotions", SLA: "sla", GRANT: "grants"}
+PLATFORM_KINDS = ("promotions", "sla", "grants", "revenue", "cash_in")
 
 
 def user_key(user_id: str, kind: str) -> str:
     return f"user:{user_id}:{kind}"
+
+
+def credit_key(user_id: str, credit_id: str) -> str:
+    return f"user:{user_id}:credit:{credit_id}"
+
+
+def hold_key(owner_id: str, instance_id: str) -> str:
+    """Under the owner's keys, so every `platform:*` lock is taken before any hold's."""
+    return f"user:{owner_id}:hold:{instance_id}"
 
 
 def platform_key(kind: str) -> str:
@@ -39,9 +63,12 @@ def balance_of(row: LedgerAccountRow) -> int:
     return row.credits_posted - row.debits_posted
 
 
-def _ensure(session: Session, key: str, kind: str, currency: str, owner: str | None) -> None:
-    if store.get_account(session, key) is None:
-        store.add_account(
+def _ensure(
+    session: Session, key: str, kind: str, currency: str, owner: str | None, **attrs: Any
+) -> LedgerAccountRow:
+    row = store.get_account(session, key)
+    if row is None:
+        row = store.add_account(
             session,
             LedgerAccountRow(
                 key=key,
@@ -50,8 +77,10 @@ def _ensure(session: Session, key: str, kind: str, currency: str, owner: str | N
                 currency=currency,
                 debits_posted=0,
                 credits_posted=0,
+                **attrs,
             ),
         )
+    return row
 
 
 def ensure_platform_accounts(session: Session, currency: str) -> None:
@@ -59,10 +88,91 @@ def ensure_platform_accounts(session: Session, currency: str) -> None:
         _ensure(session, platform_key(kind), kind, currency, None)
 
 
-def open_user_accounts(session: Session, user_id: str, currency: str) -> None:
+def open_user_accounts(session: Session, user_id: str, currency: str, now: datetime) -> None:
     ensure_platform_accounts(session, currency)
-    for kind in USER_KINDS:
-        _ensure(session, user_key(user_id, kind), kind, currency, user_id)
+    _ensure(session, user_key(user_id, CASH), CASH, currency, user_id, created_at=now)
+
+
+def ensure_hold_account(
+    session: Session, owner_id: str, instance_id: str, currency: str, now: datetime
+) -> None:
+    _ensure(
+        session,
+        hold_key(owner_id, instance_id),
+        HOLD,
+        currency,
+        owner_id,
+        instance_id=instance_id,
+        created_at=now,
+    )
+
+
+@dataclass
+class Book:
+    """Accounts locked for one transaction and the transfers posted against them.
+
+    Balances move in memory as transfers are added, so later decisions in the same transaction
+    see earlier ones; `flush` writes all pending transfers in one INSERT and the account totals
+    in one executemany UPDATE (in-database increments).
+    """
+
+    session: Session
+    now: datetime
+    accounts: dict[str, LedgerAccountRow]
+    _rows: list[dict[str, Any]] = field(default_factory=list)
+    _deltas: dict[int, list[int]] = field(default_factory=dict)
+    posted: int = 0
+
+    def row(self, key: str) -> LedgerAccountRow:
+        try:
+            return self.accounts[key]
+        except KeyError:
+            raise KeyError(f"account {key} is not locked in this book") from None
+
+    def balance(self, key: str) -> int:
+        return balance_of(self.row(key))
+
+    def owned(self, owner_id: str) -> list[LedgerAccountRow]:
+        return [r for r in self.accounts.values() if r.owner_id == owner_id]
+
+    def transfer(
+        self, transfer_id: str, debit: str, credit: str, amount: int, kind: str, ref: str | None
+    ) -> None:
+        """Queue one transfer; the caller has checked any balance limit on the locked rows."""
+        if amount <= 0:
+            raise ValueError("a transfer moves a positive amount")
+        src, dst = self.row(debit), self.row(credit)
+        if src.currency != dst.currency:
+            raise Conflict("currency mismatch in transfer")
+        self._rows.append(
+            {
+                "id": transfer_id,
+                "debit_account_id": src.id,
+                "credit_account_id": dst.id,
+                "amount": amount,
+                "currency": src.currency,
+                "kind": kind,
+                "ref": ref,
+                "created_at": self.now,
+            }
+        )
+        for row, column in ((src, "debits_posted"), (dst, "credits_posted")):
+            set_committed_value(row, column, getattr(row, column) + amount)
+            delta = self._deltas.setdefault(row.id, [0, 0])
+            delta[0 if column == "debits_posted" else 1] += amount
+
+    def flush(self) -> None:
+        store.insert_transfers(self.session, self._rows)
+        store.add_totals(self.session, {aid: (d, c) for aid, (d, c) in self._deltas.items()})
+        self.posted += len(self._rows)
+        self._rows, self._deltas = [], {}
+
+
+def open_book(
+    session: Session, now: datetime, keys: Sequence[str] = (), owners: Sequence[str] = ()
+) -> Book:
+    """Lock `keys` and every account of `owners` in one sorted call (the lock order)."""
+    return Book(session, now, store.lock_accounts(session, keys, owners))
 
 
 def post(
@@ -75,11 +185,11 @@ def post(
     now: datetime,
     ref: str | None = None,
 ) -> LedgerTransferRow:
-    """Post one balanced transfer, idempotently by `transfer_id`."""
+    """Post one balanced transfer, idempotently by `transfer_id` (no balance limit checked)."""
     if amount.micros <= 0:
         raise ValueError("a transfer moves a positive amount")
-    accounts = store.lock_accounts(session, [debit, credit])
-    src, dst = accounts[debit], accounts[credit]
+    book = open_book(session, now, [debit, credit])
+    src, dst = book.row(debit), book.row(credit)
     existing = store.get_transfer(session, transfer_id)
     if existing is not None:
         same = (existing.debit_account_id, existing.credit_account_id, existing.amount) == (
@@ -90,33 +200,13 @@ def post(
         if not same:
             raise Conflict(f"transfer {transfer_id} exists with different parameters")
         return existing
-    if amount.currency != src.currency or amount.currency != dst.currency:
+    if amount.currency != src.currency:
         raise Conflict("currency mismatch in transfer")
-    row = LedgerTransferRow(
-        id=transfer_id,
-        debit_account_id=src.id,
-        credit_account_id=dst.id,
-        amount=amount.micros,
-        currency=amount.currency,
-        kind=kind,
-        ref=ref,
-        created_at=now,
-    )
-    store.apply_transfer(session, row)
+    book.transfer(transfer_id, debit, credit, amount.micros, kind, ref)
+    book.flush()
+    row = store.get_transfer(session, transfer_id)
+    assert row is not None
     return row
-
-
-def grant_trial_credit(session: Session, user_id: str, amount: Money, now: datetime) -> None:
-    post(
-        session,
-        f"trial:{user_id}",
-        platform_key("promotions"),
-        user_key(user_id, "trial_credit"),
-        amount,
-        "trial_credit",
-        now,
-        ref=user_id,
-    )
 
 
 def top_up(session: Session, user_id: str, amount: Money, now: datetime, reference: str) -> None:
@@ -125,7 +215,7 @@ def top_up(session: Session, user_id: str, amount: Money, now: datetime, referen
         session,
         f"topup:{reference}",
         platform_key("cash_in"),
-        user_key(user_id, "cash"),
+        user_key(user_id, CASH),
         amount,
         "top_up",
         now,
@@ -134,62 +224,73 @@ def top_up(session: Session, user_id: str, amount: Money, now: datetime, referen
 
 
 @dataclass(frozen=True)
-class Balance:
-    cash: Money
-    trial_credit: Money
+class CreditGrant:
+    """A credit: money the platform gives, spent before cash, possibly limited in time and use."""
 
-    @property
-    def total(self) -> Money:
-        return self.cash + self.trial_credit
+    kind: str  # TRIAL | SLA | GRANT
+    amount: Money
+    credit_id: str  # idempotency: the same id is granted once
+    expires_at: datetime | None = None
+    gpu_models: tuple[str, ...] = ()  # empty: any model
+    priority: int | None = None  # default: DEFAULT_PRIORITY[kind]
+    ref: str | None = None
 
 
-def balance(session: Session, user_id: str, currency: str, lock: bool = False) -> Balance:
-    keys = [user_key(user_id, kind) for kind in USER_KINDS]
-    if lock:
-        rows = store.lock_accounts(session, keys)
-    else:
-        rows = {k: r for k in keys if (r := store.get_account(session, k)) is not None}
-    amounts = {k: balance_of(rows[k]) if k in rows else 0 for k in keys}
-    return Balance(
-        cash=Money(amounts[user_key(user_id, "cash")], currency),
-        trial_credit=Money(amounts[user_key(user_id, "trial_credit")], currency),
+def grant_credit(session: Session, user_id: str, grant: CreditGrant, now: datetime) -> str:
+    """Open the credit's own account and fund it from its issuer. Returns the account key."""
+    if grant.kind not in CREDIT_KINDS:
+        raise InvalidInput(f"unknown credit kind {grant.kind!r}")
+    if grant.amount.micros <= 0:
+        raise InvalidInput("a credit must be positive")
+    if grant.expires_at is not None and grant.expires_at <= now:
+        raise InvalidInput("a credit cannot expire before it is granted")
+    key = user_key(user_id, TRIAL) if grant.kind == TRIAL else credit_key(user_id, grant.credit_id)
+    _ensure(
+        session,
+        key,
+        grant.kind,
+        grant.amount.currency,
+        user_id,
+        created_at=now,
+        expires_at=grant.expires_at,
+        gpu_models=",".join(grant.gpu_models) or None,
+        priority=DEFAULT_PRIORITY[grant.kind] if grant.priority is None else grant.priority,
     )
+    post(
+        session,
+        f"credit:{grant.credit_id}",
+        platform_key(ISSUER[grant.kind]),
+        key,
+        grant.amount,
+        grant.kind,
+        now,
+        ref=grant.ref or user_id,
+    )
+    return key
 
 
-def charge_usage(
-    session: Session, user_id: str, amount: Money, transfer_base: str, now: datetime, ref: str
-) -> None:
-    """Move `amount` to revenue: trial credit first (never below zero), the rest from cash."""
-    if amount.micros <= 0:
-        return
-    revenue = platform_key("revenue")
-    trial_key, cash_key = user_key(user_id, "trial_credit"), user_key(user_id, "cash")
-    # One sorted lock call: every transaction takes `platform:*` before `user:*` (no deadlock).
-    rows = store.lock_accounts(session, [revenue, trial_key, cash_key])
-    from_trial = min(amount.micros, max(balance_of(rows[trial_key]), 0))
-    from_cash = amount.micros - from_trial
-    if from_trial:
-        post(
-            session,
-            f"{transfer_base}:trial",
-            trial_key,
-            revenue,
-            Money(from_trial, amount.currency),
-            "usage",
-            now,
-            ref,
-        )
-    if from_cash:
-        post(
-            session,
-            f"{transfer_base}:cash",
-            cash_key,
-            revenue,
-            Money(from_cash, amount.currency),
-            "usage",
-            now,
-            ref,
-        )
+def expire_credits(session: Session, now: datetime) -> int:
+    """Sweep what is left on expired credits back to their issuers. Returns the transfers made."""
+    expired = store.expired_with_balance(session, now)
+    if not expired:
+        return 0
+    keys = [r.key for r in expired] + [platform_key(ISSUER[r.kind]) for r in expired]
+    book = open_book(session, now, keys)
+    for row in expired:
+        locked = book.row(row.key)
+        left = balance_of(locked)
+        if left > 0:
+            book.transfer(
+                f"expire:{locked.id}:{locked.debits_posted}",
+                locked.key,
+                platform_key(ISSUER[locked.kind]),
+                left,
+                "credit_expiry",
+                locked.owner_id,
+            )
+    made = len(book._rows)
+    book.flush()
+    return made
 
 
 @dataclass(frozen=True)
@@ -197,26 +298,46 @@ class Verification:
     balanced: bool
     accounts: int
     transfers: int
+    total_debits: int  # micro-units, over all transfers
+    total_credits: int
+    negative_credit_accounts: int
+    negative_hold_accounts: int
     problems: list[str]
 
 
 def verify(session: Session) -> Verification:
-    """Recompute every account from the transfers and check the ledger's invariants."""
+    """Recompute every account from the transfers and check the ledger's invariants:
+    each account's cached totals equal its transfers, debits equal credits, no transfer is
+    non-positive, no credit or hold account is below zero."""
     accounts = store.list_accounts(session)
-    transfers = store.list_transfers(session)
-    debits: dict[int, int] = {}
-    credits: dict[int, int] = {}
-    problems = []
-    for t in transfers:
-        if t.amount <= 0:
-            problems.append(f"transfer {t.id} has non-positive amount")
-        debits[t.debit_account_id] = debits.get(t.debit_account_id, 0) + t.amount
-        credits[t.credit_account_id] = credits.get(t.credit_account_id, 0) + t.amount
+    count, debits, credits, bad = store.transfer_sums(session)
+    problems = [f"transfer {t} has a non-positive amount" for t in bad]
+    negative_credit = negative_hold = 0
     for a in accounts:
         if (a.debits_posted, a.credits_posted) != (debits.get(a.id, 0), credits.get(a.id, 0)):
-            problems.append(f"account {a.key}: cached totals differ from its transfers")
-        if a.kind == "trial_credit" and balance_of(a) < 0:
+            problems.append(
+                f"account {a.key}: cached totals {a.debits_posted}/{a.credits_posted} differ "
+                f"from its transfers {debits.get(a.id, 0)}/{credits.get(a.id, 0)}"
+            )
+        if balance_of(a) < 0 and a.kind in CREDIT_KINDS:
+            negative_credit += 1
             problems.append(f"account {a.key}: credit balance below zero")
-    if sum(debits.values()) != sum(credits.values()):
+        if balance_of(a) < 0 and a.kind == HOLD:
+            negative_hold += 1
+            problems.append(f"account {a.key}: hold balance below zero")
+    total_d, total_c = sum(debits.values()), sum(credits.values())
+    if total_d != total_c:
         problems.append("total debits differ from total credits")
-    return Verification(not problems, len(accounts), len(transfers), problems)
+    known = {a.id for a in accounts}
+    if set(debits) - known or set(credits) - known:
+        problems.append("transfers name accounts that do not exist")
+    return Verification(
+        balanced=not problems,
+        accounts=len(accounts),
+        transfers=count,
+        total_debits=total_d,
+        total_credits=total_c,
+        negative_credit_accounts=negative_credit,
+        negative_hold_accounts=negative_hold,
+        problems=problems,
+    )

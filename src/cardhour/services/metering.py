@@ -1,37 +1,55 @@
-"""Per-second metering: usage from `running` to `stopping`, rated per running interval, charged to
-the ledger.
+"""Per-second metering: usage from `running` to `stopping`, rated per segment, charged to the
+ledger.
 
-A running interval (a *segment*) has one price: the one fixed when the instance was placed.
-Invariants, for every instance:
-- `billed_closed_micros` is what the finished segments cost, final;
-- after `settle(now)`: `billed_micros == billed_closed_micros + rate_usage(price, open usage)`,
-  so the charge for a segment is never more than half a micro-unit from its exact cost, however
-  often it is settled, and a restart at another price never re-rates earlier segments.
+A *segment* is a running interval at one price. It ends when the instance leaves `running`, when
+the price of its (model, data centre) changes, and at every month boundary (UTC), so a statement
+is a sum of whole segments. Invariants, for every instance:
+- `billed_closed_micros + closed_frac / 3,600,000` is the exact cost of its finished segments;
+- after `settle_rows(now)`: `billed_micros == round_half_up(exact cost of all usage to now)`,
+  so an instance's charge is never more than half a micro-unit from its exact cost, however
+  often it is settled and whatever its prices were.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
-from cardhour.core.money import Money, rate_usage
-from cardhour.db.models import InstanceRow
-from cardhour.services import ledger
+from cardhour.core.money import ExactCost, Money, rate_usage
+from cardhour.core.pricing import PriceHistory
+from cardhour.core.states import Plan
+from cardhour.db.models import InstanceRow, UsageSegmentRow
+from cardhour.services import wallet
+from cardhour.services.pricing import history as pricing_history
+from cardhour.services.ledger import Book
 
 ONE_SECOND = timedelta(seconds=1)
 
 
+def next_month(when: datetime) -> datetime:
+    """The first instant of the month after `when` (UTC)."""
+    when = when.astimezone(UTC)
+    year, month = (when.year + 1, 1) if when.month == 12 else (when.year, when.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def metered(row: InstanceRow) -> bool:
+    """Billed per second now: running and not inside a prepaid plan."""
+    return row.running_since is not None
+
+
 def open_seconds(row: InstanceRow, now: datetime) -> int:
-    """Whole seconds of the running segment (0 when not running)."""
+    """Whole seconds of the open segment (0 when not metered)."""
     if row.running_since is None:
         return 0
     return max((now - as_utc(row.running_since)) // ONE_SECOND, 0)
 
 
 def usage_until(row: InstanceRow, now: datetime) -> int:
-    """Cumulative usage in milli-GPU-seconds up to `now` (reporting)."""
+    """Cumulative metered usage in milli-GPU-seconds up to `now` (reporting)."""
     return row.usage_closed + open_seconds(row, now) * row.gpu_count * 1000
 
 
@@ -39,32 +57,110 @@ def price_of(row: InstanceRow) -> Money:
     return Money(row.price_micros, row.currency)
 
 
-def due(row: InstanceRow, now: datetime) -> Money:
-    """What the instance owes beyond what was charged (≤ 0 when nothing is owed)."""
-    segment = rate_usage(price_of(row), open_seconds(row, now) * row.gpu_count * 1000)
-    return Money(row.billed_closed_micros + segment.micros - row.billed_micros, row.currency)
+def hourly_cost(row: InstanceRow) -> Money:
+    return price_of(row).times(row.gpu_count)
 
 
-def settle(session: Session, row: InstanceRow, now: datetime) -> Money:
-    """Charge what the instance used since its last charge; returns the amount charged now."""
-    amount = due(row, now)
-    row.charged_at = now
-    if amount.micros <= 0:
-        return Money.zero(row.currency)
-    ledger.charge_usage(
-        session, row.owner_id, amount, f"usage:{row.id}:{row.billed_micros}", now, ref=row.id
-    )
-    row.billed_micros += amount.micros
-    session.flush()
-    return amount
+def cost_of_seconds(row: InstanceRow, seconds: int) -> int:
+    return rate_usage(price_of(row), seconds * row.gpu_count * 1000).micros
 
 
-def close_usage(session: Session, row: InstanceRow, now: datetime) -> None:
-    """The instance leaves `running`: charge the segment to `now` and make it final."""
-    settle(session, row, now)
-    row.usage_closed = usage_until(row, now)
-    row.billed_closed_micros = row.billed_micros
+def _closed(row: InstanceRow) -> ExactCost:
+    return ExactCost(row.billed_closed_micros, row.closed_frac)
+
+
+def due(row: InstanceRow, now: datetime) -> int:
+    """What the instance owes beyond what was charged, in micro-units (≤ 0: nothing owed)."""
+    exact = _closed(row).plus_usage(price_of(row), open_seconds(row, now) * row.gpu_count * 1000)
+    return exact.rounded() - row.billed_micros
+
+
+def close_segment(row: InstanceRow, end: datetime) -> UsageSegmentRow:
+    """End the open segment at `end`: its usage and cost become final. The caller opens the
+    next one (or not). Returns the segment's record, not yet added to a session."""
+    assert row.running_since is not None
+    start = as_utc(row.running_since)
+    usage = open_seconds(row, end) * row.gpu_count * 1000
+    before = _closed(row)
+    after = before.plus_usage(price_of(row), usage)
+    row.usage_closed += usage
+    row.billed_closed_micros, row.closed_frac = after.micros, after.frac
     row.running_since = None
+    return UsageSegmentRow(
+        instance_id=row.id,
+        owner_id=row.owner_id,
+        gpu_model=row.gpu_model,
+        data_centre=row.data_centre,
+        gpu_count=row.gpu_count,
+        price_micros=row.price_micros,
+        currency=row.currency,
+        started_at=start,
+        ended_at=max(end, start),
+        milli_gpu_seconds=usage,
+        amount_micros=after.rounded() - before.rounded(),
+    )
+
+
+def split_at_boundaries(
+    row: InstanceRow, now: datetime, prices: PriceHistory
+) -> list[UsageSegmentRow]:
+    """Close the open segment at each month boundary and price change up to `now`, reopening
+    at the new price. Returns the closed segments."""
+    closed = []
+    while row.running_since is not None:
+        start = as_utc(row.running_since)
+        boundary = next_month(start)
+        change = None
+        if row.data_centre is not None:
+            change = prices.next_change(row.gpu_model, row.data_centre, start, now)
+        if change is not None and change.effective_from < boundary:
+            boundary = change.effective_from
+        if boundary > now:
+            break
+        closed.append(close_segment(row, boundary))
+        row.running_since = boundary
+        if row.data_centre is not None:
+            row.price_micros = prices.at(row.gpu_model, row.data_centre, boundary).micros
+    return closed
+
+
+def settle_rows(
+    session: Session, book: Book, rows: Sequence[InstanceRow], now: datetime, prices: PriceHistory
+) -> dict[str, int]:
+    """Bring every row's charge up to `now`: split segments, then charge what each owes (hold
+    first, then credits, then cash). `book` must hold the owners' accounts and revenue.
+    Returns micro-units charged per instance id. The caller flushes the book."""
+    charged: dict[str, int] = {}
+    for row in rows:
+        for segment in split_at_boundaries(row, now, prices):
+            session.add(segment)
+        amount = due(row, now)
+        row.charged_at = now
+        if amount > 0:
+            wallet.charge(book, row, amount, f"usage:{row.id}:{row.billed_micros}", "usage")
+            row.billed_micros += amount
+        charged[row.id] = max(amount, 0)
+    return charged
+
+
+def settle(session: Session, row: InstanceRow, now: datetime) -> int:
+    """Charge one instance up to `now` in its own lock scope (its owner's accounts and revenue).
+    Returns the micro-units charged."""
+    book = wallet.open_wallet(session, now, [row.owner_id], ["revenue"])
+    charged = settle_rows(session, book, [row], now, pricing_history(session))[row.id]
+    book.flush()
+    session.flush()
+    return charged
+
+
+def close_usage(session: Session, row: InstanceRow, now: datetime, prices: PriceHistory) -> None:
+    """The instance leaves `running`: charge it to `now` and end its segment there."""
+    if row.running_since is None:
+        return
+    book = wallet.open_wallet(session, now, [row.owner_id], ["revenue"])
+    settle_rows(session, book, [row], now, prices)
+    book.flush()
+    session.add(close_segment(row, now))
     session.flush()
 
 
@@ -73,5 +169,10 @@ def open_usage(row: InstanceRow, now: datetime) -> None:
     row.charged_at = now
 
 
-def hourly_cost(row: InstanceRow) -> Money:
-    return price_of(row).times(row.gpu_count)
+def on_plan(row: InstanceRow, now: datetime) -> bool:
+    """Inside a prepaid monthly plan at `now`."""
+    return (
+        row.plan == Plan.MONTHLY.value
+        and row.plan_until is not None
+        and as_utc(row.plan_until) > now
+    )

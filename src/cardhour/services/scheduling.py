@@ -14,10 +14,13 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from cardhour.core.catalog import Catalog
-from cardhour.core.states import InstanceStatus
+from cardhour.core.money import Money
+from cardhour.core.pricing import PriceHistory
+from cardhour.core.states import InstanceStatus, Plan
 from cardhour.db.locking import try_leader_lock
+from cardhour.db.models import InstanceRow
 from cardhour.scheduler import Pending, Scheduler, TypicalWorkload
-from cardhour.services import fleet, placement
+from cardhour.services import fleet, placement, pricing
 from cardhour.services.instances import switch_status
 from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
@@ -47,6 +50,20 @@ def make_scheduler(session: Session, catalog: Catalog, policy: str, window: int)
     return Scheduler(policy, typical_workload(session, shapes, window))
 
 
+def placement_price(
+    prices: PriceHistory, row: InstanceRow, data_centre: str, now: datetime
+) -> Money:
+    """Per card-hour in `data_centre` now (monthly: the plan's), never above the price a valid
+    quote or a monthly hold promised at launch, on the instance's first placement."""
+    if row.plan == Plan.MONTHLY.value and row.plan_until is None:
+        price = prices.monthly_at(row.gpu_model, data_centre, now)
+    else:
+        price = prices.at(row.gpu_model, data_centre, now)
+    if row.quoted_price_micros is not None and row.attempt == 0:
+        price = min(price, Money(row.quoted_price_micros, price.currency))
+    return price
+
+
 def run_cycle(
     session: Session, catalog: Catalog, scheduler: Scheduler, now: datetime, window: int
 ) -> CycleResult:
@@ -59,6 +76,7 @@ def run_cycle(
         return result
     view = fleet.load(session, catalog)
     state = view.state
+    prices = pricing.history(session, catalog)
     shapes = placement.node_shapes(state)
     # A fresh engine per cycle: the shared one (also read by API threads) is never mutated.
     scheduler = Scheduler(scheduler.profile, typical_workload(session, shapes, window))
@@ -83,7 +101,7 @@ def run_cycle(
             view.versions[node_id] += 1
         node_store.add_allocations(session, row.id, where.gpus_by_node)
         row.data_centre = where.data_centre
-        row.price_micros = catalog.prices.on_demand(row.gpu_model, where.data_centre).micros
+        row.price_micros = placement_price(prices, row, where.data_centre, now).micros
         row.attempt += 1
         row.external_name = f"ch-{row.id}-{row.attempt}"
         placed_on = ", ".join(nodes)

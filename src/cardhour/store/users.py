@@ -32,3 +32,9 @@ def add_api_key(session: Session, key: ApiKeyRow) -> ApiKeyRow:
 
 def get_api_key_by_hash(session: Session, key_hash: str) -> ApiKeyRow | None:
     return session.scalars(select(ApiKeyRow).where(ApiKeyRow.key_hash == key_hash)).first()
+
+
+def get_users(session: Session, user_ids: list[str]) -> dict[str, UserRow]:
+    if not user_ids:
+        return {}
+    return {row.id: row for row in session.scalars(select(UserRow).where(UserRow.id.in_(user_ids)))}

@@ -15,9 +15,7 @@ router = APIRouter(prefix="/auth", tags=["auth"])
 def signup(body: schemas.SignupCreate, ctx: Ctx = Depends(get_ctx)) -> schemas.AuthRead:
     """Create an account; it receives the trial credit once."""
     with ctx.tx() as session:
-        user = accounts.sign_up(
-            session, body.email, body.password, ctx.now, ctx.platform.trial_credit
-        )
+        user = accounts.sign_up(session, body.email, body.password, ctx.now, ctx.platform.trial())
         key = accounts.create_key(session, user, ctx.now, "signup")
         return schemas.AuthRead(api_key=key.secret, user=convert.user(user))
 

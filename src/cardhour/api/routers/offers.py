@@ -27,5 +27,7 @@ def offers(
     if count is not None:
         count = validate_gpu_count(count)
     with ctx.tx() as session:
-        found = catalog.offers(session, ctx.platform.catalog, ctx.platform.policy, model, count)
+        found = catalog.offers(
+            session, ctx.platform.catalog, ctx.platform.policy, ctx.now, model, count
+        )
     return [convert.offer(o) for o in found]

@@ -1,0 +1,240 @@
+"""A user's money as spending sources: credits in a documented order, then cash; holds.
+
+Spending order for usage of GPU model `m` at `now` (docs/dev/billing.md):
+1. the instance's own hold account, if it has one (money set aside at launch);
+2. credit accounts usable for `m` — not expired at `now`, and `m` among their models if they are
+   limited — by ascending priority (grants 10, SLA 20, trial 30 by default), then soonest expiry,
+   then oldest;
+3. cash.
+Credits never go below zero. Cash goes below zero only for usage that already ran (`overdraft`),
+never for a hold or a prepaid plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.orm import Session
+
+from cardhour.core.clock import as_utc
+from cardhour.core.errors import InsufficientBalance
+from cardhour.core.money import Money
+from cardhour.db.models import InstanceRow, LedgerAccountRow
+from cardhour.services import ledger
+from cardhour.services.ledger import CASH, CREDIT_KINDS, HOLD, Book
+from cardhour.store import ledger as store
+
+_FAR = datetime.max.replace(tzinfo=UTC)
+
+
+def usable(row: LedgerAccountRow, gpu_model: str | None, now: datetime) -> bool:
+    """Whether a credit account may pay for `gpu_model` (None: any use) at `now`."""
+    if row.kind not in CREDIT_KINDS:
+        return False
+    if row.expires_at is not None and as_utc(row.expires_at) <= now:
+        return False
+    if row.gpu_models:
+        return gpu_model is not None and gpu_model in row.gpu_models.split(",")
+    return True
+
+
+def _order(row: LedgerAccountRow) -> tuple[int, datetime, datetime, int]:
+    expires = as_utc(row.expires_at) if row.expires_at is not None else _FAR
+    created = as_utc(row.created_at) if row.created_at is not None else _FAR
+    return (row.priority, expires, created, row.id)
+
+
+def sources(book: Book, owner_id: str, gpu_model: str) -> list[LedgerAccountRow]:
+    """The owner's accounts that may pay for `gpu_model` now, in spending order (cash last)."""
+    credits = sorted(
+        (r for r in book.owned(owner_id) if usable(r, gpu_model, book.now)), key=_order
+    )
+    cash = book.accounts.get(ledger.user_key(owner_id, CASH))
+    return credits + ([cash] if cash is not None else [])
+
+
+def spendable(book: Book, owner_id: str, gpu_model: str) -> int:
+    """What the owner can set aside for `gpu_model` now (cash counted only when positive)."""
+    return sum(max(ledger.balance_of(r), 0) for r in sources(book, owner_id, gpu_model))
+
+
+def draw(
+    book: Book,
+    owner_id: str,
+    gpu_model: str,
+    amount: int,
+    dest: str,
+    id_base: str,
+    kind: str,
+    ref: str,
+    overdraft: bool,
+) -> None:
+    """Move `amount` to `dest` from the owner's sources in spending order, one transfer per source
+    (`<id_base>:<account id>`). Without `overdraft` it raises InsufficientBalance, moving nothing,
+    when the sources do not cover it; with it, cash takes whatever the credits did not."""
+    if amount <= 0:
+        return
+    order = sources(book, owner_id, gpu_model)
+    if not overdraft and spendable(book, owner_id, gpu_model) < amount:
+        have = Money(spendable(book, owner_id, gpu_model), book.row(dest).currency)
+        need = Money(amount, have.currency)
+        raise InsufficientBalance(
+            f"available balance {have.floor_str()} {have.currency} does not cover "
+            f"{need.format()} {have.currency}",
+            needed=need.format(),
+            available=have.floor_str(),
+        )
+    left = amount
+    for row in order:
+        take = left if row.kind == CASH and overdraft else min(left, max(ledger.balance_of(row), 0))
+        if take > 0:
+            book.transfer(f"{id_base}:{row.id}", row.key, dest, take, kind, ref)
+            left -= take
+        if left == 0:
+            return
+    if left:
+        raise InsufficientBalance("no cash account to draw from")
+
+
+def hold_balance(book: Book, row: InstanceRow) -> int:
+    hold = book.accounts.get(ledger.hold_key(row.owner_id, row.id))
+    return ledger.balance_of(hold) if hold is not None else 0
+
+
+def open_wallet(
+    session: Session, now: datetime, owners: Sequence[str], platform: Sequence[str] = ()
+) -> Book:
+    """Lock every account of `owners` (cash, credits, holds) plus `platform` accounts."""
+    return ledger.open_book(session, now, [ledger.platform_key(k) for k in platform], owners)
+
+
+def place_hold(session: Session, row: InstanceRow, amount: Money, now: datetime) -> None:
+    """Set `amount` aside for the instance, from its owner's sources in spending order, into the
+    instance's hold account. Raises InsufficientBalance (nothing moved) when they cannot cover
+    it. Check and transfers happen on rows locked in this transaction."""
+    ledger.ensure_hold_account(session, row.owner_id, row.id, amount.currency, now)
+    book = open_wallet(session, now, [row.owner_id])
+    hold = book.row(ledger.hold_key(row.owner_id, row.id))
+    draw(
+        book,
+        row.owner_id,
+        row.gpu_model,
+        amount.micros,
+        hold.key,
+        f"hold:{row.id}:{hold.credits_posted}",
+        "hold",
+        row.id,
+        overdraft=False,
+    )
+    book.flush()
+
+
+def release_hold(session: Session, row: InstanceRow, now: datetime) -> int:
+    """Give back what is left of the instance's hold to where it came from: what was spent from
+    it counts as spent from its first sources (credits), so the rest goes back to the last ones
+    (cash first, then credits in reverse spending order). Returns the amount released."""
+    key = ledger.hold_key(row.owner_id, row.id)
+    book = open_wallet(session, now, [row.owner_id])
+    hold = book.accounts.get(key)
+    if hold is None or ledger.balance_of(hold) <= 0:
+        return 0
+    left = ledger.balance_of(hold)
+    released = left
+    by_id = {r.id: r for r in book.accounts.values()}
+    flows = store.net_flows(session, hold.id)
+    contributed = {aid: net for aid, net in flows.items() if aid in by_id and net > 0}
+    givers = sorted(
+        (by_id[aid] for aid in contributed),
+        key=lambda r: (r.kind == CASH, _order(r)),
+        reverse=True,
+    )
+    for giver in givers:
+        back = min(left, contributed[giver.id])
+        if back > 0:
+            book.transfer(
+                f"release:{row.id}:{hold.debits_posted}:{giver.id}",
+                key,
+                giver.key,
+                back,
+                "hold_release",
+                row.id,
+            )
+            left -= back
+    if left:  # contributions always cover the balance; keep the ledger whole regardless
+        book.transfer(
+            f"release:{row.id}:{hold.debits_posted}:cash",
+            key,
+            ledger.user_key(row.owner_id, CASH),
+            left,
+            "hold_release",
+            row.id,
+        )
+    book.flush()
+    return released
+
+
+def charge(book: Book, row: InstanceRow, amount: int, id_base: str, kind: str) -> None:
+    """Charge `amount` of the instance's usage to revenue: its hold first, then its owner's
+    sources in spending order, cash taking what is left even below zero (usage already ran)."""
+    revenue = ledger.platform_key("revenue")
+    from_hold = min(amount, max(hold_balance(book, row), 0))
+    if from_hold:
+        book.transfer(f"{id_base}:hold", ledger.hold_key(row.owner_id, row.id), revenue, from_hold, kind, row.id)
+    draw(
+        book, row.owner_id, row.gpu_model, amount - from_hold, revenue, id_base, kind, row.id, True
+    )
+
+
+@dataclass(frozen=True)
+class CreditView:
+    key: str
+    kind: str
+    balance: Money
+    expires_at: datetime | None
+    gpu_models: tuple[str, ...]
+    expired: bool
+
+
+@dataclass(frozen=True)
+class Balance:
+    currency: str
+    cash: Money
+    credits: list[CreditView]
+    held: Money  # set aside for instances (launch holds)
+
+    @property
+    def usable_credit(self) -> Money:
+        return sum((c.balance for c in self.credits if not c.expired), Money.zero(self.currency))
+
+    @property
+    def available(self) -> Money:
+        """Cash plus unexpired credits: what new holds and charges can draw on (whatever model)."""
+        return self.cash + self.usable_credit
+
+    def credit_of(self, kind: str) -> Money:
+        return sum(
+            (c.balance for c in self.credits if c.kind == kind and not c.expired),
+            Money.zero(self.currency),
+        )
+
+
+def balance(session: Session, user_id: str, currency: str, now: datetime) -> Balance:
+    """The owner's balances, read without locks (a display)."""
+    rows = store.owned_accounts(session, user_id)
+    cash = sum((ledger.balance_of(r) for r in rows if r.kind == CASH), 0)
+    held = sum((ledger.balance_of(r) for r in rows if r.kind == HOLD), 0)
+    credits = [
+        CreditView(
+            key=r.key,
+            kind=r.kind,
+            balance=Money(ledger.balance_of(r), currency),
+            expires_at=as_utc(r.expires_at) if r.expires_at else None,
+            gpu_models=tuple(r.gpu_models.split(",")) if r.gpu_models else (),
+            expired=r.expires_at is not None and as_utc(r.expires_at) <= now,
+        )
+        for r in rows
+        if r.kind in CREDIT_KINDS
+    ]
+    return Balance(currency, Money(cash, currency), credits, Money(held, currency))
