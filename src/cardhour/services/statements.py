@@ -1,0 +1,516 @@
+"""Monthly statements: what an account used in a calendar month (UTC), what it was charged, how
+that was paid, and how its balance moved (docs/dev/statements.md).
+
+Two clocks, on purpose:
+- **Usage lines are usage *in* the month** (accrual): the usage segments that started in it
+  (metering splits segments at every month boundary, so each lies inside one month) plus, while
+  an instance runs, its open segment up to `now`, split the same way. A line is one instance at
+  one price; its amount is what those segments add to the instance's charge, so the lines of an
+  instance over all months sum to exactly what the ledger charges it.
+- **Ledger movements are what was *posted* in the month**: transfers with `created_at` in it.
+  Usage is posted on a cadence (about a minute), so the last minute of a month is usually posted
+  in the next one, and the current month's usage lines include usage not posted yet.
+  Plan lines are the `plan`/`plan_refund` transfers posted in the month.
+
+Balances (cash, credits, held) are recomputed from the transfers posted before the month's start
+(opening) and before its end (closing; for the month in progress that is "now"), and
+`opening + movements == closing` on the total (holds move money between the user's own accounts,
+so they change the parts, never the total).
+
+Paid from: each `usage` or `plan` transfer posted in the month counts against the account it
+came from. What an instance's hold pays counts against the accounts that funded the hold, taken
+in the wallet's spending order (credits by priority, soonest expiry, then cash), the rule
+`wallet.release_hold` follows when it gives back what is left from the other end, so
+`sum(paid_from) == usage_charged + plan_charged` every month.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+from sqlalchemy import inspect
+from sqlalchemy.orm import Session
+
+from cardhour.core.clock import as_utc
+from cardhour.core.errors import InvalidInput
+from cardhour.core.money import ExactCost, Money
+from cardhour.db.models import InstanceRow, LedgerAccountRow, LedgerTransferRow
+from cardhour.services import metering, pricing
+from cardhour.services.ledger import CASH, CREDIT_KINDS, HOLD
+from cardhour.store import ledger as ledger_store
+from cardhour.store import statements as store
+
+_MONTH = re.compile(r"(\d{4})-(\d{2})")
+_FAR = datetime.max.replace(tzinfo=UTC)
+PLAN, PLAN_REFUND, USAGE = "plan", "plan_refund", "usage"
+PAID_FROM_ORDER = (*CREDIT_KINDS, CASH)
+
+
+def parse_month(text: str) -> datetime:
+    """The first instant (UTC) of the month `YYYY-MM`; InvalidInput for anything else."""
+    match = _MONTH.fullmatch(text.strip())
+    year, month = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    if not (1 <= month <= 12 and year >= 1):
+        raise InvalidInput(f"bad month {text[:20]!r}: expected YYYY-MM, e.g. 2026-01")
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def month_of(when: datetime) -> str:
+    return f"{when.astimezone(UTC):%Y-%m}"
+
+
+def previous_month(month: str) -> str:
+    start = parse_month(month)
+    year, mon = (start.year - 1, 12) if start.month == 1 else (start.year, start.month - 1)
+    return f"{year:04d}-{mon:02d}"
+
+
+@dataclass(frozen=True)
+class UsageLine:
+    """One instance at one price in the month."""
+
+    instance_id: str
+    instance_name: str
+    gpu_model: str
+    data_centre: str | None
+    gpu_count: int
+    card_seconds: int
+    price: Money  # per card-hour
+    amount: Money
+    started_at: datetime  # first second counted in the month
+    ended_at: datetime  # last; `now` for a running instance
+    running: bool  # includes the open segment: usage to `now`, not final
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    """A monthly plan's up-front charge (positive) or refund (negative), as posted."""
+
+    instance_id: str
+    instance_name: str
+    gpu_model: str
+    gpu_count: int
+    kind: str  # "plan" | "plan_refund"
+    amount: Money
+    posted_at: datetime
+
+
+@dataclass(frozen=True)
+class Balances:
+    cash: Money
+    credits: Money
+    held: Money  # set aside for instances (holds)
+
+    @property
+    def total(self) -> Money:
+        return self.cash + self.credits + self.held
+
+
+@dataclass(frozen=True)
+class Movements:
+    """Posted in the month, signed by their effect on the balance's total."""
+
+    top_ups: Money
+    credits_granted: dict[str, Money]  # per credit kind
+    credits_expired: dict[str, Money]  # per credit kind, ≤ 0
+    usage_charged: Money  # ≤ 0
+    plan_charged: Money  # ≤ 0
+    plan_refunds: Money
+    other: Money
+
+    def items(self) -> list[tuple[str, Money]]:
+        """(name, amount) for every movement; they sum to closing − opening."""
+        rows = [("top_ups", self.top_ups)]
+        rows += [(f"credits_granted:{k}", v) for k, v in self.credits_granted.items()]
+        rows += [(f"credits_expired:{k}", v) for k, v in self.credits_expired.items()]
+        rows += [
+            ("usage_charged", self.usage_charged),
+            ("plan_charged", self.plan_charged),
+            ("plan_refunds", self.plan_refunds),
+            ("other", self.other),
+        ]
+        return rows
+
+    @property
+    def total(self) -> Money:
+        amounts = [amount for _, amount in self.items()]
+        return sum(amounts[1:], amounts[0])
+
+
+@dataclass(frozen=True)
+class Statement:
+    user_id: str
+    month: str  # "YYYY-MM"
+    currency: str
+    period_start: datetime
+    period_end: datetime  # the next month's start, or `now` while the month runs
+    complete: bool  # the month is over (its usage lines are final)
+    usage_lines: list[UsageLine]
+    plan_lines: list[PlanLine]
+    opening: Balances
+    closing: Balances
+    movements: Movements
+    paid_from: dict[str, Money]  # credit kinds and "cash"; sums to `charged`
+    generated_at: datetime
+
+    @property
+    def usage_total(self) -> Money:
+        return sum((line.amount for line in self.usage_lines), Money.zero(self.currency))
+
+    @property
+    def plan_total(self) -> Money:
+        return sum((line.amount for line in self.plan_lines), Money.zero(self.currency))
+
+    @property
+    def total(self) -> Money:
+        """Usage in the month plus plan charges less refunds posted in it."""
+        return self.usage_total + self.plan_total
+
+    @property
+    def charged(self) -> Money:
+        """Usage and plan charges posted in the month (what `paid_from` splits)."""
+        return -(self.movements.usage_charged + self.movements.plan_charged)
+
+    @property
+    def credits_used(self) -> Money:
+        return sum((v for k, v in self.paid_from.items() if k != CASH), Money.zero(self.currency))
+
+    @property
+    def cash_used(self) -> Money:
+        return self.paid_from.get(CASH, Money.zero(self.currency))
+
+
+def statement(
+    session: Session, user_id: str, month: str, now: datetime, currency: str
+) -> Statement:
+    """The statement of `user_id` for `month` ("YYYY-MM", UTC) as of `now`.
+
+    Raises InvalidInput for a malformed month or one that has not started. A month before the
+    account existed is an empty statement with zero balances."""
+    start = parse_month(month)
+    if start > now:
+        raise InvalidInput(f"month {month} has not started yet (it is {month_of(now)} now)")
+    end = metering.next_month(start)
+    accounts = {a.id: a for a in ledger_store.owned_accounts(session, user_id)}
+    lines = _usage_lines(session, user_id, start, end, now, currency)
+    transfers = ledger_store.list_transfers_between(session, list(accounts), start, end)
+    names = store.instances_by_id(
+        session, user_id, [t.ref for t in transfers if t.kind in (PLAN, PLAN_REFUND) and t.ref]
+    )
+    return Statement(
+        user_id=user_id,
+        month=month_of(start),
+        currency=currency,
+        period_start=start,
+        period_end=min(end, now),
+        complete=now >= end,
+        usage_lines=lines,
+        plan_lines=_plan_lines(transfers, accounts, names, currency),
+        opening=_balances(session, accounts, start, currency),
+        closing=_balances(session, accounts, end, currency),
+        movements=_movements(transfers, accounts, currency),
+        paid_from=_paid_from(session, transfers, accounts, start, end, currency),
+        generated_at=now,
+    )
+
+
+# usage ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Piece:
+    instance_id: str
+    gpu_model: str
+    data_centre: str | None
+    gpu_count: int
+    price_micros: int
+    started_at: datetime
+    ended_at: datetime
+    milli_gpu_seconds: int
+    amount_micros: int
+    running: bool = False
+
+
+def _detached(row: InstanceRow) -> InstanceRow:
+    """A copy of the row outside any session, for metering's splitting (never flushed)."""
+    columns = inspect(InstanceRow).column_attrs
+    return InstanceRow(**{c.key: getattr(row, c.key) for c in columns})
+
+
+def _open_pieces(row: InstanceRow, now: datetime, prices: pricing.PriceHistory) -> list[_Piece]:
+    """The open segment of a running instance up to `now`, split as metering will split it."""
+    copy = _detached(row)
+    pieces = [
+        _Piece(s.instance_id, s.gpu_model, s.data_centre, s.gpu_count, s.price_micros,
+               as_utc(s.started_at), as_utc(s.ended_at), s.milli_gpu_seconds, s.amount_micros,
+               running=True)
+        for s in metering.split_at_boundaries(copy, now, prices)
+    ]  # fmt: skip
+    assert copy.running_since is not None
+    usage = metering.open_seconds(copy, now) * copy.gpu_count * 1000
+    before = ExactCost(copy.billed_closed_micros, copy.closed_frac)
+    amount = before.plus_usage(metering.price_of(copy), usage).rounded() - before.rounded()
+    pieces.append(
+        _Piece(copy.id, copy.gpu_model, copy.data_centre, copy.gpu_count, copy.price_micros,
+               as_utc(copy.running_since), now, usage, amount, running=True)
+    )  # fmt: skip
+    return pieces
+
+
+def _usage_lines(
+    session: Session, user_id: str, start: datetime, end: datetime, now: datetime, currency: str
+) -> list[UsageLine]:
+    pieces = [
+        _Piece(s.instance_id, s.gpu_model, s.data_centre, s.gpu_count, s.price_micros,
+               as_utc(s.started_at), as_utc(s.ended_at), s.milli_gpu_seconds, s.amount_micros)
+        for s in store.segments_started_between(session, user_id, start, end)
+    ]  # fmt: skip
+    running = store.metered_instances(session, user_id)
+    if running:
+        prices = pricing.history(session)
+        for row in running:
+            pieces += [p for p in _open_pieces(row, now, prices) if start <= p.started_at < end]
+    groups: dict[tuple[str, str, str | None, int, int], list[_Piece]] = defaultdict(list)
+    for p in pieces:
+        key = (p.instance_id, p.gpu_model, p.data_centre, p.gpu_count, p.price_micros)
+        groups[key].append(p)
+    names = store.instances_by_id(session, user_id, [k[0] for k in groups])
+    lines = []
+    for (instance_id, model, dc, count, price), group in groups.items():
+        milli = sum(p.milli_gpu_seconds for p in group)
+        amount = sum(p.amount_micros for p in group)
+        if milli == 0 and amount == 0:
+            continue
+        instance = names.get(instance_id)
+        lines.append(
+            UsageLine(
+                instance_id=instance_id,
+                instance_name=instance.name if instance is not None else instance_id,
+                gpu_model=model,
+                data_centre=dc,
+                gpu_count=count,
+                card_seconds=milli // 1000,
+                price=Money(price, currency),
+                amount=Money(amount, currency),
+                started_at=min(p.started_at for p in group),
+                ended_at=max(p.ended_at for p in group),
+                running=any(p.running for p in group),
+            )
+        )
+    return sorted(lines, key=lambda x: (x.instance_name, x.instance_id, x.started_at))
+
+
+# ledger -----------------------------------------------------------------------------------
+
+
+def _category(account: LedgerAccountRow) -> str:
+    if account.kind == HOLD:
+        return "held"
+    return "credits" if account.kind in CREDIT_KINDS else "cash"
+
+
+def _balances(
+    session: Session, accounts: dict[int, LedgerAccountRow], when: datetime, currency: str
+) -> Balances:
+    parts = {"cash": 0, "credits": 0, "held": 0}
+    for aid, amount in store.balances_before(session, list(accounts), when).items():
+        parts[_category(accounts[aid])] += amount
+    return Balances(*(Money(parts[k], currency) for k in ("cash", "credits", "held")))
+
+
+def _effect(t: LedgerTransferRow, accounts: dict[int, LedgerAccountRow]) -> int:
+    """What the transfer did to the user's total (0 between two of their own accounts)."""
+    return (t.amount if t.credit_account_id in accounts else 0) - (
+        t.amount if t.debit_account_id in accounts else 0
+    )
+
+
+def _movements(
+    transfers: list[LedgerTransferRow], accounts: dict[int, LedgerAccountRow], currency: str
+) -> Movements:
+    sums: dict[str, int] = defaultdict(int)
+    granted: dict[str, int] = defaultdict(int)
+    expired: dict[str, int] = defaultdict(int)
+    for t in transfers:
+        effect = _effect(t, accounts)
+        if effect == 0:
+            continue
+        if t.kind in CREDIT_KINDS:
+            granted[t.kind] += effect
+        elif t.kind == "credit_expiry" and t.debit_account_id in accounts:
+            expired[accounts[t.debit_account_id].kind] += effect
+        elif t.kind in ("top_up", USAGE, PLAN, PLAN_REFUND):
+            sums[t.kind] += effect
+        else:
+            sums["other"] += effect
+
+    def money(value: int) -> Money:
+        return Money(value, currency)
+
+    return Movements(
+        top_ups=money(sums["top_up"]),
+        credits_granted={k: money(granted[k]) for k in CREDIT_KINDS if k in granted},
+        credits_expired={k: money(expired[k]) for k in CREDIT_KINDS if k in expired},
+        usage_charged=money(sums[USAGE]),
+        plan_charged=money(sums[PLAN]),
+        plan_refunds=money(sums[PLAN_REFUND]),
+        other=money(sums["other"]),
+    )
+
+
+def _plan_lines(
+    transfers: list[LedgerTransferRow],
+    accounts: dict[int, LedgerAccountRow],
+    instances: dict[str, InstanceRow],
+    currency: str,
+) -> list[PlanLine]:
+    groups: dict[tuple[str, str], list[LedgerTransferRow]] = defaultdict(list)
+    for t in transfers:
+        if t.kind in (PLAN, PLAN_REFUND) and _effect(t, accounts) != 0:
+            groups[(t.ref or "", t.kind)].append(t)
+    lines = []
+    for (instance_id, kind), group in groups.items():
+        row = instances.get(instance_id)
+        lines.append(
+            PlanLine(
+                instance_id=instance_id,
+                instance_name=row.name if row is not None else instance_id,
+                gpu_model=row.gpu_model if row is not None else "",
+                gpu_count=row.gpu_count if row is not None else 0,
+                kind=kind,
+                amount=Money(-sum(_effect(t, accounts) for t in group), currency),
+                posted_at=min(as_utc(t.created_at) for t in group),
+            )
+        )
+    return sorted(lines, key=lambda x: (x.posted_at, x.instance_name, x.kind))
+
+
+def _spending_order(account: LedgerAccountRow) -> tuple[bool, int, datetime, datetime, int]:
+    """The wallet's order: credits by priority, soonest expiry, oldest; cash last."""
+    expires = as_utc(account.expires_at) if account.expires_at is not None else _FAR
+    created = as_utc(account.created_at) if account.created_at is not None else _FAR
+    return (account.kind == CASH, account.priority, expires, created, account.id)
+
+
+def _paid_from(
+    session: Session,
+    transfers: list[LedgerTransferRow],
+    accounts: dict[int, LedgerAccountRow],
+    start: datetime,
+    end: datetime,
+    currency: str,
+) -> dict[str, Money]:
+    paid: dict[str, int] = defaultdict(int)
+    holds: set[int] = set()
+    for t in transfers:
+        if t.kind not in (USAGE, PLAN) or t.debit_account_id not in accounts:
+            continue
+        source = accounts[t.debit_account_id]
+        if source.kind == HOLD:
+            holds.add(source.id)
+        else:
+            paid[source.kind if source.kind in CREDIT_KINDS else CASH] += t.amount
+    for kind, amount in _hold_captures(session, holds, accounts, start, end).items():
+        paid[kind] += amount
+    return {k: Money(paid[k], currency) for k in PAID_FROM_ORDER if paid.get(k)}
+
+
+def _hold_captures(
+    session: Session,
+    holds: set[int],
+    accounts: dict[int, LedgerAccountRow],
+    start: datetime,
+    end: datetime,
+) -> dict[str, int]:
+    """What the charges from `holds` posted in [start, end) took from each kind of source.
+
+    Replays each hold account's history: money put in is kept per source; a charge takes from
+    the sources in spending order; a release gives back from the other end (cash first)."""
+    if not holds:
+        return {}
+    history = store.transfers_before(session, sorted(holds), end)
+
+    def phase(t: LedgerTransferRow) -> int:  # within one instant: in, then charged, then out
+        if t.credit_account_id in holds:
+            return 0
+        return 2 if t.credit_account_id in accounts else 1
+
+    kept: dict[int, dict[int, int]] = defaultdict(dict)  # hold → source account → amount
+    taken: dict[str, int] = defaultdict(int)
+    for t in sorted(history, key=lambda t: (as_utc(t.created_at), phase(t), t.id)):
+        step = phase(t)
+        hold = t.credit_account_id if step == 0 else t.debit_account_id
+        sources = kept[hold]
+        if step == 0:
+            sources[t.debit_account_id] = sources.get(t.debit_account_id, 0) + t.amount
+            continue
+        order = sorted(sources, key=lambda aid: _spending_order(accounts[aid]))
+        left = t.amount
+        for aid in order if step == 1 else reversed(order):
+            take = min(left, sources[aid])
+            sources[aid] -= take
+            left -= take
+            if step == 1 and take and as_utc(t.created_at) >= start:
+                kind = accounts[aid].kind
+                taken[kind if kind in CREDIT_KINDS else CASH] += take
+        if step == 1 and left and as_utc(t.created_at) >= start:
+            taken[CASH] += left  # a hold never pays more than was put in; kept whole anyway
+    return taken
+
+
+# CSV --------------------------------------------------------------------------------------
+
+CSV_COLUMNS = (
+    "month", "type", "description", "instance_id", "instance_name", "gpu_model", "data_centre",
+    "gpu_count", "card_seconds", "rate_per_card_hour", "amount", "currency",
+)  # fmt: skip
+
+
+def to_csv(st: Statement) -> str:
+    """One header row, then one row per figure (docs/dev/statements.md lists the types).
+
+    Amounts have six decimals, so the rows of one type sum exactly to their total row."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+
+    def row(kind: str, description: str, amount: Money, **cells: object) -> None:
+        values = {"month": st.month, "type": kind, "description": description,
+                  "amount": amount.exact_str(), "currency": st.currency, **cells}  # fmt: skip
+        writer.writerow(["" if values.get(c) is None else values.get(c) for c in CSV_COLUMNS])
+
+    for u in st.usage_lines:
+        row(USAGE, "running (to now)" if u.running else "", u.amount, instance_id=u.instance_id,
+            instance_name=u.instance_name, gpu_model=u.gpu_model, data_centre=u.data_centre,
+            gpu_count=u.gpu_count, card_seconds=u.card_seconds,
+            rate_per_card_hour=u.price.exact_str())  # fmt: skip
+    for p in st.plan_lines:
+        row(p.kind, f"posted {p.posted_at:%Y-%m-%d %H:%M:%S} UTC", p.amount,
+            instance_id=p.instance_id, instance_name=p.instance_name, gpu_model=p.gpu_model,
+            gpu_count=p.gpu_count)  # fmt: skip
+    row("usage_total", "usage in the month", st.usage_total)
+    row("plan_total", "plan charges less refunds posted in the month", st.plan_total)
+    row("total", "usage_total + plan_total", st.total)
+    for kind, amount in st.paid_from.items():
+        row("paid_from", kind, amount)
+    row("charged", "usage and plan charges posted in the month", st.charged)
+    for name, balances in (("opening_balance", st.opening), ("closing_balance", st.closing)):
+        for part in ("cash", "credits", "held"):
+            row(name, part, getattr(balances, part))
+        row(name, "total", balances.total)
+    for name, amount in st.movements.items():
+        row("movement", name, amount)
+    return buffer.getvalue()
+
+
+def card_hours(card_seconds: int) -> str:
+    """Card-seconds as card-hours with up to four decimals, for people."""
+    hours = (Decimal(card_seconds) / 3600).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+    text = f"{hours:,}".rstrip("0").rstrip(".")
+    return text or "0"
