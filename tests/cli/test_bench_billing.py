@@ -35,6 +35,8 @@ def test_a_small_run_is_balanced_and_billed_exactly(bench: ModuleType) -> None:
     markdown = bench.render_markdown(report)
     assert markdown.startswith("# Billing benchmark\n")
     assert "| sqlite | 23 | 23 |" in markdown and "make bench-billing BENCH_ARGS=" in markdown
+    old = f"# Billing benchmark\n\nstale\n{bench.NOTES_MARKER}\n\n## Notes\n\nkept\n"
+    assert bench.keep_notes(markdown, old) == markdown + "\n## Notes\n\nkept\n"
 
 
 def test_no_write_prints_the_table_and_writes_nothing(
