@@ -6,7 +6,18 @@ from fastapi import FastAPI
 
 from cardhour import __version__
 from cardhour.api import errors
-from cardhour.api.routers import admin, auth, billing, estimate, health, instances, offers, payments
+from cardhour.api.routers import (
+    admin,
+    admin_billing,
+    auth,
+    billing,
+    estimate,
+    health,
+    instances,
+    offers,
+    payments,
+    statements,
+)
 from cardhour.console.routes import mount_console
 from cardhour.platform import Platform
 
@@ -22,7 +33,18 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     errors.install(app)
-    for module in (auth, billing, offers, estimate, instances, admin, payments, health):
+    for module in (
+        auth,
+        billing,
+        offers,
+        estimate,
+        instances,
+        admin,
+        admin_billing,
+        payments,
+        statements,
+        health,
+    ):
         app.include_router(module.router, prefix="/api/v1")
     mount_console(app)
     return app

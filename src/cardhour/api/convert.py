@@ -10,7 +10,7 @@ from cardhour.api import schemas
 from cardhour.core.clock import as_utc
 from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow, UserRow
-from cardhour.services import catalog, defrag, instances
+from cardhour.services import catalog, defrag, instances, pricing, wallet
 
 
 def user(row: UserRow) -> schemas.UserRead:
@@ -69,12 +69,15 @@ def instance(session: Session, row: InstanceRow, events: bool = False) -> schema
         count=row.gpu_count,
         image=row.image,
         plan=row.plan,
+        plan_until=as_utc(row.plan_until) if row.plan_until else None,
+        at_expiry=row.plan_at_expiry,
         movable=row.movable,
         data_centre=row.data_centre,
         nodes=nodes,
         currency=row.currency,
         price_per_card_hour=Money(row.price_micros, row.currency).display(),
         cost_so_far=Money(row.billed_micros, row.currency).exact_str(),
+        held=Money(wallet.held_for(session, row), row.currency).exact_str(),
         connection=json.loads(row.connection) if row.connection else None,
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
@@ -106,4 +109,16 @@ def defrag_answer(answer: defrag.DefragAnswer) -> schemas.DefragRead:
         ],
         target_nodes=list(plan.target_nodes),
         reason=None,
+    )
+
+
+def price_line(line: pricing.PriceLine) -> schemas.PriceRead:
+    return schemas.PriceRead(
+        gpu=line.gpu_model,
+        data_centre=line.data_centre,
+        currency=line.on_demand.currency,
+        on_demand=line.on_demand.display(),
+        monthly=line.monthly.display(),
+        effective_from=line.effective_from,
+        current=line.current,
     )

@@ -115,7 +115,17 @@ class InstanceCreate(BaseModel):
     name: str | None = Field(default=None, examples=["my-h100"])
     image: str | None = Field(default=None, examples=["pytorch-2.3-cuda12.3"])
     ssh_key: str | None = Field(default=None, description="OpenSSH public key.")
-    plan: str = Field(default="on_demand")
+    plan: str = Field(
+        default="on_demand",
+        description="on_demand (billed per second, one hour held at launch) or monthly "
+        "(30 days prepaid at 35% off, charged when it first runs; it keeps its GPUs).",
+    )
+    at_expiry: str = Field(
+        default="stop", description="Monthly plan: `stop` or `on_demand` when the 30 days end."
+    )
+    quote_id: str | None = Field(
+        default=None, description="A valid quote from POST /quotes: its price is honoured."
+    )
     movable: StrictBool = Field(
         default=False,
         description="The operator may live-migrate this instance to defragment the fleet "
@@ -139,12 +149,24 @@ class InstanceRead(BaseModel):
     count: int
     image: str
     plan: str
+    plan_until: datetime | None = Field(
+        default=None, description="Monthly plan: prepaid until then."
+    )
+    at_expiry: str | None = Field(
+        default=None, description="Monthly plan: `stop` or `on_demand` at its end."
+    )
     movable: bool
     data_centre: str | None
     nodes: list[str]
     currency: str
     price_per_card_hour: str
-    cost_so_far: str = Field(description="Charged so far, to the micro-unit.")
+    cost_so_far: str = Field(
+        description="Usage charged so far, to the micro-unit (a monthly plan's prepaid price "
+        "is not included: it shows in the statement)."
+    )
+    held: str = Field(
+        default="0.000000", description="Set aside for it at launch or start, not yet used."
+    )
     connection: dict[str, Any] | None
     created_at: datetime
     updated_at: datetime
@@ -215,3 +237,58 @@ class PaymentWebhookRead(BaseModel):
     received: bool = True
     duplicate: bool = Field(default=False, description="Delivered before; nothing moved now.")
     ignored: bool = Field(default=False, description="An event type cardhour does not act on.")
+
+
+class QuoteCreate(BaseModel):
+    gpu: str = Field(examples=["H100"])
+    count: StrictInt = Field(default=1, examples=[8])
+    plan: str = Field(default="on_demand", description="on_demand or monthly.")
+
+
+class QuoteCreated(BaseModel):
+    id: str
+    gpu: str
+    count: int
+    plan: str
+    currency: str
+    price_per_card_hour: str = Field(description="The most any data centre with it charges now.")
+    per_hour: str
+    plan_total: str | None = Field(description="Monthly: 30 days × 24 h × count, charged once.")
+    valid_until: datetime
+
+
+class PriceSet(BaseModel):
+    gpu: str = Field(examples=["H100"])
+    price: str = Field(description="On-demand CNY per card-hour.", examples=["2.10"])
+    data_centre: str | None = Field(default=None, description="Default: every one with it.")
+    effective_from: datetime | None = Field(default=None, description="Default: now.")
+
+
+class PriceRead(BaseModel):
+    gpu: str
+    data_centre: str
+    currency: str
+    on_demand: str
+    monthly: str
+    effective_from: datetime
+    current: bool = Field(description="In force now; false: a scheduled change.")
+
+
+class CreditCreate(BaseModel):
+    email: str
+    kind: str = Field(description="sla_credit or grant_credit.")
+    amount: str = Field(examples=["50.00"])
+    expires_at: datetime | None = None
+    gpu_models: list[str] = Field(default=[], description="Models it may pay for; empty: any.")
+    reference: str | None = Field(default=None, description="Idempotency: granted once.")
+
+
+class CreditCreated(BaseModel):
+    user_id: str
+    email: str
+    kind: str
+    amount: str
+    currency: str
+    expires_at: datetime | None
+    gpu_models: list[str]
+    reference: str

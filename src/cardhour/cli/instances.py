@@ -49,9 +49,11 @@ def status(
 def stop(
     ctx: typer.Context, name: NameArgument, url: UrlOption = None, api_key: KeyOption = None
 ) -> None:
-    """Stop: release the GPUs and stop billing; the instance can be started again."""
+    """Stop: billing stops and the GPUs are released; a later start may land on other GPUs, or
+    wait for some to be free."""
     with connect(ctx, url, api_key) as client:
         _report(client.stop(name))
+    out.print("stopped instances cost nothing; their GPUs go back to the pool until you start")
 
 
 def start(

@@ -55,6 +55,22 @@ def launch(
         str | None,
         typer.Option("--ssh-key", help="OpenSSH public key, or the path of a .pub file."),
     ] = None,
+    plan: Annotated[
+        str,
+        typer.Option(
+            "--plan",
+            help="on_demand (per second; one hour held up front) or monthly (30 days prepaid "
+            "at 35% off, charged when it first runs; it keeps its GPUs until the plan ends).",
+        ),
+    ] = "on_demand",
+    at_expiry: Annotated[
+        str,
+        typer.Option("--at-expiry", help="Monthly plan: stop or on_demand when the 30 days end."),
+    ] = "stop",
+    quote: Annotated[
+        str | None,
+        typer.Option("--quote", help="A quote id from `cardhour quote`: its price is honoured."),
+    ] = None,
     movable: Annotated[
         bool,
         typer.Option(
@@ -73,7 +89,8 @@ def launch(
     url: UrlOption = None,
     api_key: KeyOption = None,
 ) -> None:
-    """Launch an instance; its cost is held against your balance for one hour up front."""
+    """Launch an instance. On demand, one hour of it is held from your balance up front and
+    usage is billed per second; a monthly plan holds the 30 days' price instead."""
     req = parse_gpu_request(gpu)
     body = InstanceCreate(
         gpu=req.model,
@@ -81,6 +98,9 @@ def launch(
         name=name,
         image=image,
         ssh_key=_read_key(ssh_key),
+        plan=plan,
+        at_expiry=at_expiry,
+        quote_id=quote,
         movable=movable,
     )
     with connect(ctx, url, api_key) as client:

@@ -12,7 +12,18 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
-from cardhour.cli import admin, auth, balance, estimate, instances, launch, offers, simulate, up
+from cardhour.cli import (
+    admin,
+    auth,
+    balance,
+    estimate,
+    instances,
+    launch,
+    offers,
+    prices,
+    simulate,
+    up,
+)
 from cardhour.cli import ledger as ledger_cli
 from cardhour.cli.common import Connection
 from cardhour.client import ApiError
@@ -71,6 +82,8 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "start": instances.start,
     "down": instances.down,
     "balance": balance.balance,
+    "prices": prices.prices,
+    "quote": prices.quote,
     "up": up.up,
     "simulate": simulate.simulate,
     "estimate": estimate.estimate,
@@ -83,6 +96,8 @@ admin_app = typer.Typer(
 )
 ADMIN_COMMANDS: dict[str, Callable[..., None]] = {"defrag": admin.defrag}
 ADMIN_COMMANDS["topup"] = admin.topup
+ADMIN_COMMANDS["price"] = prices.set_price
+ADMIN_COMMANDS["credit"] = prices.grant_credit
 for _name, _command in ADMIN_COMMANDS.items():
     admin_app.command(_name)(_one_line_errors(_command))
 app.add_typer(admin_app, name="admin")

@@ -62,18 +62,25 @@ def instance_detail(i: InstanceRead) -> Table:
         ("status", status),
         ("gpus", escape(f"{i.count} × {i.gpu}")),
         ("image", escape(i.image)),
-        ("plan", escape(i.plan)),
+        ("plan", escape(_plan_text(i))),
         ("movable", "yes (the operator may migrate it)" if i.movable else "no"),
         ("data centre", escape(i.data_centre or "-")),
         ("nodes", escape(", ".join(i.nodes) or "-")),
         ("price", f"{i.price_per_card_hour} {i.currency} per card-hour"),
         ("cost so far", f"{i.cost_so_far} {i.currency}"),
+        ("held", f"{i.held} {i.currency}"),
         ("created", when(i.created_at)),
         *connection_rows(i),
     ]
     for key, value in rows:
         table.add_row(key, value)
     return table
+
+
+def _plan_text(i: InstanceRead) -> str:
+    if i.plan_until is None:
+        return i.plan
+    return f"{i.plan} until {i.plan_until:%Y-%m-%d %H:%M} UTC, then {i.at_expiry}"
 
 
 def connection_rows(i: InstanceRead) -> list[tuple[str, str]]:

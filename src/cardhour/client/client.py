@@ -22,16 +22,23 @@ from pydantic import TypeAdapter, ValidationError
 from cardhour.api.schemas import (
     AuthRead,
     BalanceRead,
+    CreditCreate,
+    CreditCreated,
     DefragRead,
     ErrorRead,
     HealthRead,
     InstanceCreate,
     InstanceRead,
     OfferRead,
+    PriceRead,
+    PriceSet,
+    QuoteCreate,
+    QuoteCreated,
     TopUpCreate,
     TopUpRead,
     UserRead,
 )
+from cardhour.api.statement_schemas import StatementRead
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -114,6 +121,31 @@ class CardhourClient:
     def balance(self) -> BalanceRead:
         return self._call(BalanceRead, "GET", "/balance")
 
+    def quote(self, gpu: str, count: int = 1, plan: str = "on_demand") -> QuoteCreated:
+        """A price promised for a while (see `valid_until`); launch with `quote_id`."""
+        body = QuoteCreate(gpu=gpu, count=count, plan=plan)
+        return self._call(QuoteCreated, "POST", "/quotes", json=body.model_dump())
+
+    def prices(self) -> list[PriceRead]:
+        """The price book: in force now, and scheduled changes."""
+        return self._call(list[PriceRead], "GET", "/prices")
+
+    def admin_set_price(self, body: PriceSet) -> list[PriceRead]:
+        return self._call(
+            list[PriceRead], "POST", "/admin/prices", json=body.model_dump(mode="json")
+        )
+
+    def admin_grant_credit(
+        self, body: CreditCreate, idempotency_key: str | None = None
+    ) -> CreditCreated:
+        return self._call(
+            CreditCreated,
+            "POST",
+            "/admin/credits",
+            idempotency_key,
+            json=body.model_dump(mode="json"),
+        )
+
     # -- catalogue --------------------------------------------------------------------------
 
     def offers(self, gpu: str | None = None, count: int | None = None) -> list[OfferRead]:
@@ -187,6 +219,26 @@ class CardhourClient:
             TopUpRead, "POST", "/admin/topups", idempotency_key, json=body.model_dump()
         )
 
+    # -- statements -------------------------------------------------------------------------
+
+    def statement(self, month: str) -> StatementRead:
+        """The account's statement for `month` (YYYY-MM, UTC); the month in progress runs to now.
+        A malformed month or one to come is `ApiError` 422 `invalid_input`."""
+        return self._call(StatementRead, "GET", _statement_path(month))
+
+    def statement_csv(self, month: str) -> str:
+        """The same statement as CSV text (one header row, one row per figure)."""
+        try:
+            response = self._http.get(_statement_path(month), params={"format": "csv"})
+        except httpx.TransportError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise ApiError(0, "unreachable", f"cannot reach {self.url}: {reason}") from exc
+        if response.is_error:
+            raise _error_from(response)
+        if not response.headers.get("content-type", "").startswith("text/csv"):
+            raise _bad_response(response)
+        return response.text
+
     # -- plumbing ---------------------------------------------------------------------------
 
     def _call(
@@ -219,6 +271,10 @@ class CardhourClient:
             return TypeAdapter(model).validate_json(response.content)
         except ValidationError as exc:
             raise _bad_response(response) from exc
+
+
+def _statement_path(month: str) -> str:
+    return f"/statements/{quote(month, safe='')}"
 
 
 def _instance_path(ident: str, suffix: str = "") -> str:

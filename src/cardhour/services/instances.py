@@ -109,7 +109,12 @@ def _start_plan(session: Session, row: InstanceRow, now: datetime) -> None:
     revenue = ledger.platform_key("revenue")
     if from_hold:
         book.transfer(
-            f"plan:{row.id}:hold", ledger.hold_key(row.owner_id, row.id), revenue, from_hold, "plan", row.id
+            f"plan:{row.id}:hold",
+            ledger.hold_key(row.owner_id, row.id),
+            revenue,
+            from_hold,
+            "plan",
+            row.id,
         )
     wallet.draw(
         book,

@@ -23,8 +23,8 @@ from cardhour.core.pricing import PriceHistory
 from cardhour.core.states import Plan
 from cardhour.db.models import InstanceRow, UsageSegmentRow
 from cardhour.services import wallet
-from cardhour.services.pricing import history as pricing_history
 from cardhour.services.ledger import Book
+from cardhour.services.pricing import history as pricing_history
 
 ONE_SECOND = timedelta(seconds=1)
 

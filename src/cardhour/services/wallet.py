@@ -103,6 +103,12 @@ def hold_balance(book: Book, row: InstanceRow) -> int:
     return ledger.balance_of(hold) if hold is not None else 0
 
 
+def held_for(session: Session, row: InstanceRow) -> int:
+    """What is left of the instance's hold (a display; no lock)."""
+    hold = store.get_account(session, ledger.hold_key(row.owner_id, row.id))
+    return ledger.balance_of(hold) if hold is not None else 0
+
+
 def open_wallet(
     session: Session, now: datetime, owners: Sequence[str], platform: Sequence[str] = ()
 ) -> Book:
@@ -181,7 +187,14 @@ def charge(book: Book, row: InstanceRow, amount: int, id_base: str, kind: str) -
     revenue = ledger.platform_key("revenue")
     from_hold = min(amount, max(hold_balance(book, row), 0))
     if from_hold:
-        book.transfer(f"{id_base}:hold", ledger.hold_key(row.owner_id, row.id), revenue, from_hold, kind, row.id)
+        book.transfer(
+            f"{id_base}:hold",
+            ledger.hold_key(row.owner_id, row.id),
+            revenue,
+            from_hold,
+            kind,
+            row.id,
+        )
     draw(
         book, row.owner_id, row.gpu_model, amount - from_hold, revenue, id_base, kind, row.id, True
     )

@@ -1,13 +1,17 @@
-"""Balance."""
+"""Balance, quotes and the price book."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from fastapi import APIRouter, Depends
 
-from cardhour.api import schemas
+from cardhour.api import convert, schemas
 from cardhour.api.deps import Ctx, get_ctx
+from cardhour.core.clock import as_utc
 from cardhour.core.money import Money
-from cardhour.services import instances, ledger, wallet
+from cardhour.core.states import Plan
+from cardhour.services import instances, ledger, pricing, wallet
 
 router = APIRouter(tags=["billing"])
 
@@ -39,3 +43,36 @@ def balance(ctx: Ctx = Depends(get_ctx)) -> schemas.BalanceRead:
         available_exact=bal.available.exact_str(),
         low_balance_since=low,
     )
+
+
+@router.post("/quotes", response_model=schemas.QuoteCreated, status_code=201)
+def create_quote(body: schemas.QuoteCreate, ctx: Ctx = Depends(get_ctx)) -> schemas.QuoteCreated:
+    """A price promised for `billing.quote_validity_seconds`: launch with its id to get it."""
+    p = ctx.platform
+    validity = timedelta(seconds=p.settings.billing.quote_validity_seconds)
+    with ctx.user_tx() as (session, user):
+        q = pricing.create_quote(
+            session, p.catalog, user, body.gpu, body.count, body.plan, ctx.now, validity
+        )
+    price = Money(q.price_micros, q.currency)
+    monthly = q.plan == Plan.MONTHLY.value
+    return schemas.QuoteCreated(
+        id=q.id,
+        gpu=q.gpu_model,
+        count=q.count,
+        plan=q.plan,
+        currency=q.currency,
+        price_per_card_hour=price.display(),
+        per_hour=price.times(q.count).display(),
+        plan_total=pricing.plan_total(price, q.count).display() if monthly else None,
+        valid_until=as_utc(q.valid_until),
+    )
+
+
+@router.get("/prices", response_model=list[schemas.PriceRead])
+def prices(ctx: Ctx = Depends(get_ctx)) -> list[schemas.PriceRead]:
+    """The price book: what is in force now per GPU model and data centre, and scheduled
+    changes. Public, like the offers."""
+    with ctx.tx() as session:
+        lines = pricing.price_list(session, ctx.platform.catalog, ctx.now)
+    return [convert.price_line(line) for line in lines]

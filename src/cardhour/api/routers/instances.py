@@ -30,7 +30,15 @@ def create(
     With `Idempotency-Key`, a retry returns the first launch instead of launching again."""
     p = ctx.platform
     req = LaunchRequest(
-        body.gpu, body.count, body.name, body.image, body.ssh_key, body.plan, body.movable
+        body.gpu,
+        body.count,
+        body.name,
+        body.image,
+        body.ssh_key,
+        body.plan,
+        body.movable,
+        body.quote_id,
+        body.at_expiry,
     )
 
     def launch(session: Session, user: UserRow) -> schemas.InstanceRead:
