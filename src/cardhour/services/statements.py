@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import InvalidInput
 from cardhour.core.money import ExactCost, Money
+from cardhour.db import snapshot
 from cardhour.db.models import InstanceRow, LedgerAccountRow, LedgerTransferRow
 from cardhour.services import metering, pricing
 from cardhour.services.ledger import CASH, CREDIT_KINDS, HOLD
@@ -184,6 +185,12 @@ class Statement:
     @property
     def cash_used(self) -> Money:
         return self.paid_from.get(CASH, Money.zero(self.currency))
+
+
+def read_one_snapshot(session: Session) -> None:
+    """Make the caller's transaction read one snapshot, so the figures agree with each other
+    while metering commits (call it first, before any query of the transaction)."""
+    snapshot.read_one_snapshot(session)
 
 
 def statement(
