@@ -122,6 +122,8 @@ def test_a_future_month_and_a_bad_format_are_422(api: Api) -> None:
     assert r.status_code == 422 and "has not started" in r.json()["error"]["message"]
     r = api.client.get("/api/v1/statements/2026-01?format=pdf", headers=headers)
     assert r.status_code == 422 and "not json or csv" in r.json()["error"]["message"]
+    current = api.client.get("/api/v1/statements/current", headers=headers).json()
+    assert (current["month"], current["complete"]) == ("2026-01", False)
     empty = api.client.get("/api/v1/statements/2025-12", headers=headers).json()
     assert empty["usage_lines"] == [] and empty["closing"]["total"] == "0.000000"
 

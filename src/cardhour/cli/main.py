@@ -22,6 +22,7 @@ from cardhour.cli import (
     offers,
     prices,
     simulate,
+    statements,
     up,
 )
 from cardhour.cli import ledger as ledger_cli
@@ -82,6 +83,8 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "start": instances.start,
     "down": instances.down,
     "balance": balance.balance,
+    "usage": statements.usage,
+    "invoice": statements.invoice,
     "prices": prices.prices,
     "quote": prices.quote,
     "up": up.up,

@@ -507,12 +507,14 @@ def to_csv(st: Statement) -> str:
     for kind, amount in st.paid_from.items():
         row("paid_from", kind, amount)
     row("charged", "usage and plan charges posted in the month", st.charged)
-    for name, balances in (("opening_balance", st.opening), ("closing_balance", st.closing)):
-        for part in ("cash", "credits", "held"):
-            row(name, part, getattr(balances, part))
-        row(name, "total", balances.total)
+    for part in ("cash", "credits", "held"):
+        row("opening_balance", part, getattr(st.opening, part))
+    row("opening_balance", "total", st.opening.total)
     for name, amount in st.movements.items():
         row("movement", name, amount)
+    for part in ("cash", "credits", "held"):
+        row("closing_balance", part, getattr(st.closing, part))
+    row("closing_balance", "total", st.closing.total)
     return buffer.getvalue()
 
 

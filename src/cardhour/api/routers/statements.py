@@ -39,16 +39,19 @@ def get_statement(
     format: str | None = Query(default=None, description="json (default) or csv."),
     ctx: Ctx = Depends(get_ctx),
 ) -> Any:
-    """The caller's statement for `month` (YYYY-MM, UTC): usage lines per instance and price,
-    plan lines, how the charges were paid, and the balance at the month's start and end (now,
-    for the month in progress). Usage lines are usage *in* the month; ledger movements are what
-    was *posted* in it. Another account's usage never appears."""
+    """The caller's statement for `month` (YYYY-MM, UTC; `current`: the server's month now):
+    usage lines per instance and price, plan lines, how the charges were paid, and the balance
+    at the month's start and end (now, for the month in progress). Usage lines are usage *in*
+    the month; ledger movements are what was *posted* in it. Another account's usage never
+    appears."""
     wanted = (format or "").strip().lower()
     if wanted not in ("", "json", "csv"):
         raise InvalidInput(f"format: {wanted[:20]!r} is not json or csv")
     as_csv = wanted == "csv" or (not wanted and CSV_TYPE in request.headers.get("accept", ""))
     with ctx.user_tx() as (_, user):
         user_id = user.id
+    if month.strip().lower() == "current":
+        month = statements.month_of(ctx.now)
     with ctx.tx() as session:
         statements.read_one_snapshot(session)
         st = statements.statement(session, user_id, month, ctx.now, ctx.platform.catalog.currency)
