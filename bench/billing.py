@@ -1,10 +1,11 @@
 """`make bench-billing`: one metering pass over 10,000 running instances, ≤ 2 s on PostgreSQL.
 
-Each run starts from fresh data, set up with bulk inserts in one transaction: 1,000 users with the
-ledger accounts sign-up opens, each funded by a real top-up transfer (cached totals set to match,
-so `ledger.verify` is balanced before the pass), and 10 instances each (H100, A800 and RTX 4090 at
-their demo price book prices, 1, 2, 4 or 8 GPUs) `running` since 90 s before the clock, last
-charged then. Allocations are not created: metering never reads them.
+Each run starts from fresh data, set up with bulk inserts in one transaction: 1,000 users, each
+with a cash account funded by a real top-up transfer, and 10 instances each (H100, A800 and RTX
+4090 at their demo price book prices, 1, 2, 4 or 8 GPUs) `running` since 90 s before the clock and
+last charged then, each with the hold account a launch opens, holding one hour moved from cash by
+a real transfer. Cached account totals are set to match, so `ledger.verify` is balanced before
+the pass. Allocations are not created: metering never reads them.
 
 Timed: one `platform.meter.step()`, the public metering pass (one transaction). Baseline, on
 freshly set-up data too: the same charges one instance at a time, each in its own transaction,
@@ -30,158 +31,23 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, func, insert, select, text, update
+from billing_setup import PER_USER, RUNNING_FOR_S, fresh_database, make_platform, seed
+from sqlalchemy import create_engine, func, select, text
 
-from cardhour.core.clock import ManualClock, as_utc
 from cardhour.core.money import Money, rate_usage
 from cardhour.db.engine import transaction
-from cardhour.db.models import InstanceRow, LedgerAccountRow, LedgerTransferRow, UserRow
+from cardhour.db.models import InstanceRow, LedgerTransferRow
 from cardhour.platform import Platform
 from cardhour.services import ledger, metering
-from cardhour.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 2.0
-PER_USER = 10
-RUNNING_FOR_S = 90
-FUND_MICROS = 100_000 * 1_000_000  # per user: far more than 90 s of 10 instances
-MODELS = ("H100", "A800", "RTX4090")
-COUNTS = (1, 2, 4, 8)
-USER_ACCOUNT_KINDS = ("trial_credit", "cash")  # what sign-up opens (ledger.open_user_accounts)
 NOTES_MARKER = "<!-- notes below are kept -->"
 NOTES_DEFAULT = "## Notes\n\n(Nothing recorded yet.)\n"
 log = functools.partial(print, file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------- set-up
-
-
-@contextmanager
-def fresh_database(kind: str, pg_url: str | None, tmp: Path) -> Iterator[str]:
-    """A URL to an empty database: a new SQLite file, or a PostgreSQL database, dropped after."""
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    if kind == "sqlite":
-        yield f"sqlite:///{tmp / (name + '.db')}"
-        return
-    assert pg_url is not None
-    admin = create_engine(
-        pg_url.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"{pg_url.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-def make_platform(url: str, tmp: Path) -> Platform:
-    settings = Settings(
-        database_url=url,
-        data_dir=tmp / f"data-{uuid.uuid4().hex[:8]}",
-        reconcilers={"charge_interval_seconds": 60, "autostop_margin_seconds": 10},
-    )
-    return Platform(settings, clock=ManualClock())
-
-
-def seed(platform: Platform, instances: int) -> None:
-    """Users, their funded accounts and `instances` running instances, in bulk, one transaction."""
-    catalog = platform.catalog
-    now = platform.clock.now()
-    since = now - timedelta(seconds=RUNNING_FOR_S)
-    where = {m: next(n.data_centre for n in catalog.nodes if n.gpu_model == m) for m in MODELS}
-    price = {m: catalog.prices.on_demand(m, where[m]).micros for m in MODELS}
-    users = [uuid.uuid4().hex for _ in range(-(-instances // PER_USER))]
-    with transaction(platform.sessions) as s:
-        s.execute(
-            insert(UserRow),
-            [
-                {
-                    "id": u,
-                    "email": f"{u}@bench.example",
-                    "password_hash": "!",
-                    "role": "user",
-                    "created_at": since,
-                }
-                for u in users
-            ],
-        )
-        s.execute(
-            insert(LedgerAccountRow),
-            [
-                {
-                    "key": ledger.user_key(u, kind),
-                    "owner_id": u,
-                    "kind": kind,
-                    "currency": catalog.currency,
-                    "debits_posted": 0,
-                    "credits_posted": FUND_MICROS if kind == "cash" else 0,
-                    "created_at": since,
-                }
-                for u in users
-                for kind in USER_ACCOUNT_KINDS
-            ],
-        )
-        cash_in = ledger.platform_key("cash_in")
-        ids = {k: i for k, i in s.execute(select(LedgerAccountRow.key, LedgerAccountRow.id))}
-        s.execute(
-            insert(LedgerTransferRow),
-            [
-                {
-                    "id": f"topup:bench-{u}",
-                    "debit_account_id": ids[cash_in],
-                    "credit_account_id": ids[ledger.user_key(u, "cash")],
-                    "amount": FUND_MICROS,
-                    "currency": catalog.currency,
-                    "kind": "top_up",
-                    "ref": u,
-                    "created_at": since,
-                }
-                for u in users
-            ],
-        )
-        s.execute(
-            update(LedgerAccountRow)
-            .where(LedgerAccountRow.key == cash_in)
-            .values(debits_posted=LedgerAccountRow.debits_posted + FUND_MICROS * len(users))
-        )
-        rows = []
-        for i in range(instances):
-            model, count = MODELS[i % len(MODELS)], COUNTS[(i // len(MODELS)) % len(COUNTS)]
-            rows.append(
-                {
-                    "id": uuid.uuid4().hex,
-                    "owner_id": users[i // PER_USER],
-                    "name": f"i{i}",
-                    "gpu_model": model,
-                    "gpu_count": count,
-                    "image": catalog.images[0].id,
-                    "plan": "on_demand",
-                    "status": "running",
-                    "desired": "running",
-                    "data_centre": where[model],
-                    "price_micros": price[model],
-                    "currency": catalog.currency,
-                    "attempt": 1,
-                    "running_since": since,
-                    "charged_at": since,
-                    "usage_closed": 0,
-                    "billed_micros": 0,
-                    "billed_closed_micros": 0,
-                    "created_at": since,
-                    "updated_at": since,
-                }
-            )
-        s.execute(insert(InstanceRow), rows)
 
 
 # ---------------------------------------------------------------- timed work and checks
@@ -214,16 +80,15 @@ def per_instance(platform: Platform) -> float:
 
 def check(platform: Platform) -> dict[str, Any]:
     """`ledger.verify`, and every instance billed exactly `rate_usage(price, usage)`."""
-    now = platform.clock.now()
     with transaction(platform.sessions) as s:
         verified = ledger.verify(s)
-        wrong = sum(1 for row in s.scalars(select(InstanceRow)) if not billed_exactly(row, now))
+        wrong = sum(1 for row in s.scalars(select(InstanceRow)) if not billed_exactly(row))
     return {"balanced": verified.balanced, "problems": verified.problems[:5], "misbilled": wrong}
 
 
-def billed_exactly(row: InstanceRow, now: dt.datetime) -> bool:
-    assert row.running_since is not None
-    usage = int((now - as_utc(row.running_since)).total_seconds()) * row.gpu_count * 1000
+def billed_exactly(row: InstanceRow) -> bool:
+    """Seeded running for exactly `RUNNING_FOR_S` at one price (no boundary inside)."""
+    usage = RUNNING_FOR_S * row.gpu_count * 1000
     return row.billed_micros == rate_usage(Money(row.price_micros, row.currency), usage).micros
 
 
