@@ -11,13 +11,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from cardhour.console import billing, views
 from cardhour.console import estimate as estimate_view
-from cardhour.console import views
 from cardhour.console.session import COOKIE, Viewer, check_csrf, viewer
 from cardhour.core.errors import CardhourError
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, instances
+from cardhour.services import accounts, instances, statements
 from cardhour.services.instances import LaunchRequest
 
 _HERE = Path(str(resources.files("cardhour.console")))
@@ -295,6 +295,74 @@ def estimate_fragment(request: Request) -> Response:
     p = _platform(request)
     ctx = estimate_view.result(p.catalog, estimate_view.form_values(dict(request.query_params)))
     return templates.TemplateResponse(request, "_estimate.html", ctx)
+
+
+# billing ----------------------------------------------------------------------------------
+
+
+@router.get("/billing", response_class=HTMLResponse)
+def billing_page(request: Request, month: str = "") -> Response:
+    """The balance broken down and a month's statement (default: this month, so far)."""
+    who = _who(request)
+    if who is None:
+        return _signin_redirect()
+    p = _platform(request)
+    now, currency = p.clock.now(), p.catalog.currency
+    with transaction(p.sessions) as session:
+        ctx = billing.statement_view(session, who.user, month, currency, now)
+        ctx["bal"] = billing.balance_rows(session, who.user.id, currency, now)
+    status = 422 if "statement_error" in ctx else 200
+    return _page(request, "billing.html", who, status, **ctx)
+
+
+@router.get("/console/statement", response_class=HTMLResponse)
+def statement_fragment(request: Request, month: str = "") -> Response:
+    """The statement of `month` for the month picker; an error is shown in place (status 200)."""
+    who = _who(request)
+    if who is None:
+        return Response(status_code=401)
+    p = _platform(request)
+    with transaction(p.sessions) as session:
+        ctx = billing.statement_view(session, who.user, month, p.catalog.currency, p.clock.now())
+    return templates.TemplateResponse(
+        request, "_statement.html", {**ctx, "currency": p.catalog.currency}
+    )
+
+
+@router.get("/billing/statement.csv")
+def statement_csv(request: Request, month: str = "") -> Response:
+    """The same CSV as `GET /api/v1/statements/{month}?format=csv`, for the signed-in user."""
+    who = _who(request)
+    if who is None:
+        return _signin_redirect()
+    p = _platform(request)
+    now = p.clock.now()
+    try:
+        with transaction(p.sessions) as session:
+            statements.read_one_snapshot(session)
+            chosen = month.strip() or statements.month_of(now)
+            st = statements.statement(session, who.user.id, chosen, now, p.catalog.currency)
+    except CardhourError as exc:
+        return Response(exc.message + "\n", status_code=exc.http_status, media_type="text/plain")
+    return Response(
+        statements.to_csv(st),
+        media_type="text/csv; charset=utf-8",
+        headers={
+            "Content-Disposition": f'attachment; filename="cardhour-statement-{st.month}.csv"'
+        },
+    )
+
+
+@router.get("/console/low-balance", response_class=HTMLResponse)
+def low_balance_fragment(request: Request) -> Response:
+    """The low-balance banner (empty while the balance covers the running instances)."""
+    who = _who(request)
+    if who is None:
+        return Response(status_code=401)
+    p = _platform(request)
+    with transaction(p.sessions) as session:
+        ctx = views.balance_view(session, p, who.user.id)
+    return templates.TemplateResponse(request, "_low_balance.html", ctx)
 
 
 def mount_console(app: FastAPI) -> None:
