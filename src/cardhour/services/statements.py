@@ -19,8 +19,8 @@ so they change the parts, never the total).
 
 Paid from: each `usage` or `plan` transfer posted in the month counts against the account it
 came from. What an instance's hold pays counts against the accounts that funded the hold, taken
-in the wallet's spending order (credits by priority, soonest expiry, then cash), the rule
-`wallet.release_hold` follows when it gives back what is left from the other end, so
+in the wallet's spending order (credits by priority, soonest expiry, then cash), as
+`wallet.release_hold` documents (it gives back what is left from the other end), so
 `sum(paid_from) == usage_charged + plan_charged` every month.
 """
 
@@ -41,16 +41,22 @@ from cardhour.core.clock import as_utc
 from cardhour.core.errors import InvalidInput
 from cardhour.core.money import ExactCost, Money
 from cardhour.db import snapshot
-from cardhour.db.models import InstanceRow, LedgerAccountRow, LedgerTransferRow
+from cardhour.db.models import InstanceRow
 from cardhour.services import metering, pricing
-from cardhour.services.ledger import CASH, CREDIT_KINDS, HOLD
+from cardhour.services import statement_ledger as book
+from cardhour.services.ledger import CASH
+from cardhour.services.statement_ledger import (
+    PLAN,
+    PLAN_REFUND,
+    USAGE,
+    Balances,
+    Movements,
+    PlanLine,
+)
 from cardhour.store import ledger as ledger_store
 from cardhour.store import statements as store
 
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
-_FAR = datetime.max.replace(tzinfo=UTC)
-PLAN, PLAN_REFUND, USAGE = "plan", "plan_refund", "usage"
-PAID_FROM_ORDER = (*CREDIT_KINDS, CASH)
 
 
 def parse_month(text: str) -> datetime:
@@ -87,61 +93,6 @@ class UsageLine:
     started_at: datetime  # first second counted in the month
     ended_at: datetime  # last; `now` for a running instance
     running: bool  # includes the open segment: usage to `now`, not final
-
-
-@dataclass(frozen=True)
-class PlanLine:
-    """A monthly plan's up-front charge (positive) or refund (negative), as posted."""
-
-    instance_id: str
-    instance_name: str
-    gpu_model: str
-    gpu_count: int
-    kind: str  # "plan" | "plan_refund"
-    amount: Money
-    posted_at: datetime
-
-
-@dataclass(frozen=True)
-class Balances:
-    cash: Money
-    credits: Money
-    held: Money  # set aside for instances (holds)
-
-    @property
-    def total(self) -> Money:
-        return self.cash + self.credits + self.held
-
-
-@dataclass(frozen=True)
-class Movements:
-    """Posted in the month, signed by their effect on the balance's total."""
-
-    top_ups: Money
-    credits_granted: dict[str, Money]  # per credit kind
-    credits_expired: dict[str, Money]  # per credit kind, ≤ 0
-    usage_charged: Money  # ≤ 0
-    plan_charged: Money  # ≤ 0
-    plan_refunds: Money
-    other: Money
-
-    def items(self) -> list[tuple[str, Money]]:
-        """(name, amount) for every movement; they sum to closing − opening."""
-        rows = [("top_ups", self.top_ups)]
-        rows += [(f"credits_granted:{k}", v) for k, v in self.credits_granted.items()]
-        rows += [(f"credits_expired:{k}", v) for k, v in self.credits_expired.items()]
-        rows += [
-            ("usage_charged", self.usage_charged),
-            ("plan_charged", self.plan_charged),
-            ("plan_refunds", self.plan_refunds),
-            ("other", self.other),
-        ]
-        return rows
-
-    @property
-    def total(self) -> Money:
-        amounts = [amount for _, amount in self.items()]
-        return sum(amounts[1:], amounts[0])
 
 
 @dataclass(frozen=True)
@@ -218,11 +169,11 @@ def statement(
         period_end=min(end, now),
         complete=now >= end,
         usage_lines=lines,
-        plan_lines=_plan_lines(transfers, accounts, names, currency),
-        opening=_balances(session, accounts, start, currency),
-        closing=_balances(session, accounts, end, currency),
-        movements=_movements(transfers, accounts, currency),
-        paid_from=_paid_from(session, transfers, accounts, start, end, currency),
+        plan_lines=book.plan_lines(transfers, accounts, names, currency),
+        opening=book.balances(session, accounts, start, currency),
+        closing=book.balances(session, accounts, end, currency),
+        movements=book.movements(transfers, accounts, currency),
+        paid_from=book.paid_from(session, transfers, accounts, start, end, currency),
         generated_at=now,
     )
 
@@ -311,164 +262,6 @@ def _usage_lines(
             )
         )
     return sorted(lines, key=lambda x: (x.instance_name, x.instance_id, x.started_at))
-
-
-# ledger -----------------------------------------------------------------------------------
-
-
-def _category(account: LedgerAccountRow) -> str:
-    if account.kind == HOLD:
-        return "held"
-    return "credits" if account.kind in CREDIT_KINDS else "cash"
-
-
-def _balances(
-    session: Session, accounts: dict[int, LedgerAccountRow], when: datetime, currency: str
-) -> Balances:
-    parts = {"cash": 0, "credits": 0, "held": 0}
-    for aid, amount in store.balances_before(session, list(accounts), when).items():
-        parts[_category(accounts[aid])] += amount
-    return Balances(*(Money(parts[k], currency) for k in ("cash", "credits", "held")))
-
-
-def _effect(t: LedgerTransferRow, accounts: dict[int, LedgerAccountRow]) -> int:
-    """What the transfer did to the user's total (0 between two of their own accounts)."""
-    return (t.amount if t.credit_account_id in accounts else 0) - (
-        t.amount if t.debit_account_id in accounts else 0
-    )
-
-
-def _movements(
-    transfers: list[LedgerTransferRow], accounts: dict[int, LedgerAccountRow], currency: str
-) -> Movements:
-    sums: dict[str, int] = defaultdict(int)
-    granted: dict[str, int] = defaultdict(int)
-    expired: dict[str, int] = defaultdict(int)
-    for t in transfers:
-        effect = _effect(t, accounts)
-        if effect == 0:
-            continue
-        if t.kind in CREDIT_KINDS:
-            granted[t.kind] += effect
-        elif t.kind == "credit_expiry" and t.debit_account_id in accounts:
-            expired[accounts[t.debit_account_id].kind] += effect
-        elif t.kind in ("top_up", USAGE, PLAN, PLAN_REFUND):
-            sums[t.kind] += effect
-        else:
-            sums["other"] += effect
-
-    def money(value: int) -> Money:
-        return Money(value, currency)
-
-    return Movements(
-        top_ups=money(sums["top_up"]),
-        credits_granted={k: money(granted[k]) for k in CREDIT_KINDS if k in granted},
-        credits_expired={k: money(expired[k]) for k in CREDIT_KINDS if k in expired},
-        usage_charged=money(sums[USAGE]),
-        plan_charged=money(sums[PLAN]),
-        plan_refunds=money(sums[PLAN_REFUND]),
-        other=money(sums["other"]),
-    )
-
-
-def _plan_lines(
-    transfers: list[LedgerTransferRow],
-    accounts: dict[int, LedgerAccountRow],
-    instances: dict[str, InstanceRow],
-    currency: str,
-) -> list[PlanLine]:
-    groups: dict[tuple[str, str], list[LedgerTransferRow]] = defaultdict(list)
-    for t in transfers:
-        if t.kind in (PLAN, PLAN_REFUND) and _effect(t, accounts) != 0:
-            groups[(t.ref or "", t.kind)].append(t)
-    lines = []
-    for (instance_id, kind), group in groups.items():
-        row = instances.get(instance_id)
-        lines.append(
-            PlanLine(
-                instance_id=instance_id,
-                instance_name=row.name if row is not None else instance_id,
-                gpu_model=row.gpu_model if row is not None else "",
-                gpu_count=row.gpu_count if row is not None else 0,
-                kind=kind,
-                amount=Money(-sum(_effect(t, accounts) for t in group), currency),
-                posted_at=min(as_utc(t.created_at) for t in group),
-            )
-        )
-    return sorted(lines, key=lambda x: (x.posted_at, x.instance_name, x.kind))
-
-
-def _spending_order(account: LedgerAccountRow) -> tuple[bool, int, datetime, datetime, int]:
-    """The wallet's order: credits by priority, soonest expiry, oldest; cash last."""
-    expires = as_utc(account.expires_at) if account.expires_at is not None else _FAR
-    created = as_utc(account.created_at) if account.created_at is not None else _FAR
-    return (account.kind == CASH, account.priority, expires, created, account.id)
-
-
-def _paid_from(
-    session: Session,
-    transfers: list[LedgerTransferRow],
-    accounts: dict[int, LedgerAccountRow],
-    start: datetime,
-    end: datetime,
-    currency: str,
-) -> dict[str, Money]:
-    paid: dict[str, int] = defaultdict(int)
-    holds: set[int] = set()
-    for t in transfers:
-        if t.kind not in (USAGE, PLAN) or t.debit_account_id not in accounts:
-            continue
-        source = accounts[t.debit_account_id]
-        if source.kind == HOLD:
-            holds.add(source.id)
-        else:
-            paid[source.kind if source.kind in CREDIT_KINDS else CASH] += t.amount
-    for kind, amount in _hold_captures(session, holds, accounts, start, end).items():
-        paid[kind] += amount
-    return {k: Money(paid[k], currency) for k in PAID_FROM_ORDER if paid.get(k)}
-
-
-def _hold_captures(
-    session: Session,
-    holds: set[int],
-    accounts: dict[int, LedgerAccountRow],
-    start: datetime,
-    end: datetime,
-) -> dict[str, int]:
-    """What the charges from `holds` posted in [start, end) took from each kind of source.
-
-    Replays each hold account's history: money put in is kept per source; a charge takes from
-    the sources in spending order; a release gives back from the other end (cash first)."""
-    if not holds:
-        return {}
-    history = store.transfers_before(session, sorted(holds), end)
-
-    def phase(t: LedgerTransferRow) -> int:  # within one instant: in, then charged, then out
-        if t.credit_account_id in holds:
-            return 0
-        return 2 if t.credit_account_id in accounts else 1
-
-    kept: dict[int, dict[int, int]] = defaultdict(dict)  # hold → source account → amount
-    taken: dict[str, int] = defaultdict(int)
-    for t in sorted(history, key=lambda t: (as_utc(t.created_at), phase(t), t.id)):
-        step = phase(t)
-        hold = t.credit_account_id if step == 0 else t.debit_account_id
-        sources = kept[hold]
-        if step == 0:
-            sources[t.debit_account_id] = sources.get(t.debit_account_id, 0) + t.amount
-            continue
-        order = sorted(sources, key=lambda aid: _spending_order(accounts[aid]))
-        left = t.amount
-        for aid in order if step == 1 else reversed(order):
-            take = min(left, sources[aid])
-            sources[aid] -= take
-            left -= take
-            if step == 1 and take and as_utc(t.created_at) >= start:
-                kind = accounts[aid].kind
-                taken[kind if kind in CREDIT_KINDS else CASH] += take
-        if step == 1 and left and as_utc(t.created_at) >= start:
-            taken[CASH] += left  # a hold never pays more than was put in; kept whole anyway
-    return taken
 
 
 # CSV --------------------------------------------------------------------------------------
