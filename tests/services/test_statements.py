@@ -230,6 +230,30 @@ def test_credits_pay_first_and_plans_are_lines(api: Api) -> None:
     _assert_closing_is_the_live_balance(api, uid, st)
 
 
+def test_what_a_hold_pays_counts_against_what_funded_it(api: Api) -> None:
+    alice = api.signup()
+    uid = _uid(api, alice)
+    api.top_up(alice, "100")
+    api.clock.advance(days=31)  # February; the trial credit has expired
+    api.settle()
+    _launch(api, alice, "x")  # its hold comes from cash
+    api.settle(3600)  # and is spent
+    _stop(api, alice, "x")
+    with transaction(api.platform.sessions) as s:
+        grant = CreditGrant(ledger.GRANT, Money.parse("5"), "g-restart")
+        ledger.grant_credit(s, uid, grant, api.clock.now())
+    assert api.client.post("/api/v1/instances/x/start", headers=alice).status_code == 200
+    api.settle()
+    api.settle(30)  # the new hold comes from the grant
+    api.settle(60)
+    _stop(api, alice, "x")
+    st = _statement(api, uid, "2026-02")
+    assert st.paid_from == {"grant_credit": Money.parse("0.031667"), "cash": Money.parse("1.90")}
+    assert st.charged == Money.parse("1.931667") == st.usage_total
+    _assert_reconciles(st)
+    _assert_closing_is_the_live_balance(api, uid, st)
+
+
 def test_the_csv_parses_and_sums_to_the_statement(api: Api) -> None:
     alice = api.signup()
     uid = _uid(api, alice)

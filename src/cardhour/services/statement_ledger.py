@@ -163,8 +163,11 @@ def plan_lines(
     return sorted(lines, key=lambda x: (x.posted_at, x.instance_name, x.kind))
 
 
-def _spending_order(account: LedgerAccountRow) -> tuple[bool, int, datetime, datetime, int]:
-    """The wallet's order: credits by priority, soonest expiry, oldest; cash last."""
+def _spending_order(account: LedgerAccountRow | None) -> tuple[bool, int, datetime, datetime, int]:
+    """The wallet's order: credits by priority, soonest expiry, oldest; cash (and anything
+    unknown) last."""
+    if account is None:
+        return (True, 1 << 62, _FAR, _FAR, 0)
     expires = as_utc(account.expires_at) if account.expires_at is not None else _FAR
     created = as_utc(account.created_at) if account.created_at is not None else _FAR
     return (account.kind == CASH, account.priority, expires, created, account.id)
@@ -200,37 +203,70 @@ def _hold_captures(
     start: datetime,
     end: datetime,
 ) -> dict[str, int]:
-    """What the charges from `holds` posted in [start, end) took from each kind of source.
-
-    Replays each hold account's history: money put in is kept per source; a charge takes from
-    the sources in spending order; a release gives back from the other end (cash first)."""
+    """What the charges from `holds` posted in [start, end) took from each kind of source."""
     if not holds:
         return {}
-    history = store.transfers_before(session, sorted(holds), end)
-
-    def phase(t: LedgerTransferRow) -> int:  # within one instant: in, then charged, then out
-        if t.credit_account_id in holds:
-            return 0
-        return 2 if t.credit_account_id in accounts else 1
-
-    kept: dict[int, dict[int, int]] = defaultdict(dict)  # hold → source account → amount
+    history: dict[int, list[LedgerTransferRow]] = defaultdict(list)
+    for t in store.transfers_before(session, sorted(holds), end):
+        hold = t.credit_account_id if t.credit_account_id in holds else t.debit_account_id
+        history[hold].append(t)
     taken: dict[str, int] = defaultdict(int)
-    for t in sorted(history, key=lambda t: (as_utc(t.created_at), phase(t), t.id)):
-        step = phase(t)
-        hold = t.credit_account_id if step == 0 else t.debit_account_id
-        sources = kept[hold]
-        if step == 0:
-            sources[t.debit_account_id] = sources.get(t.debit_account_id, 0) + t.amount
+    for hold_id, transfers in history.items():
+        for kind, amount in _replay_hold(hold_id, transfers, accounts, start).items():
+            taken[kind] += amount
+    return taken
+
+
+def _replay_hold(
+    hold_id: int,
+    transfers: list[LedgerTransferRow],
+    accounts: dict[int, LedgerAccountRow],
+    start: datetime,
+) -> dict[str, int]:
+    """Replay one hold account: money put in is kept per source; a charge takes from the
+    sources in spending order; a release gives back from the other end (cash first).
+
+    Events are ordered by the hold's own totals, not by time alone (a stop and a start can post
+    at the same instant): a placement (all its transfers share one instant) happens when
+    everything put in before it has been charged or released, so it sits at position
+    "debits so far == credits before it"; charges and releases sit at their running debit total
+    (in time order, a charge before a release of the same instant)."""
+    placements: dict[datetime, list[LedgerTransferRow]] = defaultdict(list)
+    debits = []
+    for t in transfers:
+        if t.credit_account_id == hold_id:
+            placements[as_utc(t.created_at)].append(t)
+        else:
+            debits.append(t)
+    events: list[tuple[tuple[int, int], list[LedgerTransferRow]]] = []
+    position = 0
+    for at in sorted(placements):
+        events.append(((position, 0), placements[at]))
+        position += sum(t.amount for t in placements[at])
+    position = 0
+    for t in sorted(
+        debits, key=lambda t: (as_utc(t.created_at), t.credit_account_id in accounts, t.id)
+    ):
+        events.append(((position, 1), [t]))
+        position += t.amount
+    kept: dict[int, int] = {}  # source account id → what is left of it in the hold
+    taken: dict[str, int] = defaultdict(int)
+    for (_, out), group in sorted(events, key=lambda e: e[0]):
+        if not out:
+            for t in group:
+                kept[t.debit_account_id] = kept.get(t.debit_account_id, 0) + t.amount
             continue
-        order = sorted(sources, key=lambda aid: _spending_order(accounts[aid]))
+        [t] = group
+        charge = t.credit_account_id not in accounts
+        order = sorted(kept, key=lambda aid: (_spending_order(accounts.get(aid)), aid))
         left = t.amount
-        for aid in order if step == 1 else reversed(order):
-            take = min(left, sources[aid])
-            sources[aid] -= take
+        for aid in order if charge else reversed(order):
+            take = min(left, kept[aid])
+            kept[aid] -= take
             left -= take
-            if step == 1 and take and as_utc(t.created_at) >= start:
-                kind = accounts[aid].kind
+            if charge and take and as_utc(t.created_at) >= start:
+                kind = accounts[aid].kind if aid in accounts else CASH
                 taken[kind if kind in CREDIT_KINDS else CASH] += take
-        if step == 1 and left and as_utc(t.created_at) >= start:
+        if charge and left and as_utc(t.created_at) >= start:
             taken[CASH] += left  # a hold never pays more than was put in; kept whole anyway
     return taken
