@@ -229,7 +229,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"Set-up: {report['instances']:,} instances `running` for {RUNNING_FOR_S} s, "
         f"{PER_USER} per user (H100/A800/RTX 4090 at the demo prices, 1/2/4/8 GPUs), each user "
-        "funded by one top-up transfer, bulk-inserted in one transaction per run "
+        "funded by one top-up transfer and each instance holding one hour in its hold account "
+        "(a transfer from cash, as a launch does), bulk-inserted in one transaction per run "
         f"(median {setup}). Pass: one `platform.meter.step()` (charge interval 60 s, so every "
         "instance is due). Baseline: the same charges, one instance per transaction through "
         "`metering.settle`. Every run starts from freshly set-up data; the pass and the baseline "

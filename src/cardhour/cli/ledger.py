@@ -123,12 +123,12 @@ def _verify_snapshot(engine: Engine) -> Verification:
     from sqlalchemy.exc import DBAPIError
     from sqlalchemy.orm import Session
 
+    from cardhour.db.snapshot import read_one_snapshot
     from cardhour.services import ledger
 
-    if engine.dialect.name == "postgresql":
-        engine = engine.execution_options(isolation_level="REPEATABLE READ")
     with Session(engine) as session:
         try:
+            read_one_snapshot(session)
             return ledger.verify(session)
         except DBAPIError as exc:
             raise InvalidInput(f"cannot read the ledger: {_first_line(exc.orig or exc)}") from exc
