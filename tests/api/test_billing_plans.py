@@ -223,3 +223,33 @@ def test_admin_credits_are_spent_before_cash_and_only_for_their_models(api: Api)
     r = api.client.post("/api/v1/instances", headers=user, json={"gpu": "A800", "name": "b"})
     assert r.status_code == 402  # 1.20 for an A800: the grant is only for H100
     _verified(api)
+
+
+def test_a_restart_gives_an_unused_credit_hold_back_to_the_credit(api: Api) -> None:
+    """The second run's hold came from a grant: what is left of it goes back to the grant, not
+    to the cash that funded the first run (found by the statements work)."""
+    admin, user = _admin(api), api.signup()
+    email = api.client.get("/api/v1/auth/me", headers=user).json()["email"]
+    api.top_up(user, "100")
+    api.clock.advance(days=31)
+    api.settle()  # the trial credit expired
+    _launch(api, user, name="r")  # held from cash
+    api.settle()
+    api.settle(30)
+    _run(api, 3600, step=60)
+    api.client.post("/api/v1/instances/r/stop", headers=user)
+    api.settle()
+    grant = {"email": email, "kind": "grant_credit", "amount": "5", "reference": "g"}
+    assert api.client.post("/api/v1/admin/credits", headers=admin, json=grant).status_code == 201
+    assert api.client.post("/api/v1/instances/r/start", headers=user).status_code == 200
+    api.settle()
+    api.settle(30)
+    _run(api, 60)
+    api.client.post("/api/v1/instances/r/stop", headers=user)
+    api.settle()
+    credits = {c["kind"]: c for c in _balance(api, user)["credits"]}
+    spent = (Decimal(60) * Decimal("1.90") / 3600).quantize(MICRO, ROUND_HALF_UP)
+    assert Decimal(credits["grant_credit"]["balance"]) == (Decimal(5) - spent).quantize(
+        Decimal("0.01"), rounding="ROUND_FLOOR"
+    )
+    _verified(api)

@@ -1,27 +1,16 @@
 """Bugs the billing state machine (test_billing_stateful.py) found, shrunk to plain tests.
 
-Each is `xfail(strict=True)` until fixed: the fix makes it pass, and strict turns that into a
-failure that asks for the marker to go (and for `STALE_PLACEMENT_PRICE` in the state machine to
-be set to False, so it checks the fixed behaviour from then on).
+Each was `xfail(strict=True)` until fixed; now each guards its fix.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
-
 from cardhour.db.engine import transaction
 from cardhour.services import pricing
 from cardhour.store import users as user_store
 from tests.conftest import Api
-
-STALE_PRICE = (
-    "an instance is billed at the price of its placement until the next change strictly after "
-    "it starts running: a change that takes effect while it provisions, or at the very instant "
-    "it starts running, is never applied to that segment (pricing contract: a change applies to "
-    "usage after it, running instances included)"
-)
 
 
 def _set_price(api: Api, gpu: str, price: str, after_seconds: int) -> None:
@@ -46,7 +35,6 @@ def _launch_a800(api: Api) -> dict[str, str]:
     return headers
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_PRICE)
 def test_a_price_change_while_it_provisions_applies_once_it_runs(api: Api) -> None:
     headers = _launch_a800(api)
     _set_price(api, "A800", "12.00", after_seconds=10)  # in force 20 s before it runs
@@ -57,7 +45,6 @@ def test_a_price_change_while_it_provisions_applies_once_it_runs(api: Api) -> No
     assert got["cost_so_far"] == "12.000000"  # one hour at 12.00 (charged: 1.20)
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_PRICE)
 def test_a_price_change_at_the_instant_it_starts_running_applies(api: Api) -> None:
     headers = _launch_a800(api)
     api.settle(30)

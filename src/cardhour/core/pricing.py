@@ -56,6 +56,11 @@ class PriceHistory:
             raise NotFound(f"no price for {gpu_model} in {data_centre}")
         return self._versions[key][i].price
 
+    def version_at(self, gpu_model: str, data_centre: str, when: datetime) -> PriceVersion | None:
+        key = (gpu_model, data_centre)
+        i = bisect.bisect_right(self._starts.get(key, []), when) - 1
+        return self._versions[key][i] if i >= 0 else None
+
     def monthly_at(self, gpu_model: str, data_centre: str, when: datetime) -> Money:
         """Per card-hour on the monthly plan at `when`."""
         return self.at(gpu_model, data_centre, when).percent_off(self.monthly_discount_percent)

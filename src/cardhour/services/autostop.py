@@ -25,7 +25,7 @@ from cardhour.core.states import InstanceStatus, Plan
 from cardhour.db.models import InstanceEventRow, InstanceRow
 from cardhour.services import ledger, metering, pricing, wallet
 from cardhour.services.instances import switch_status
-from cardhour.services.ledger import CASH, Book
+from cardhour.services.ledger import CASH, Account, Book
 from cardhour.store import instances as store
 from cardhour.store import users as user_store
 
@@ -39,20 +39,23 @@ class MeteringResult:
     plans_ended: list[str] = field(default_factory=list)
 
 
-def covers(book: Book, rows: list[InstanceRow], now: datetime, seconds: int) -> bool:
-    """Whether the owner's money covers what `rows` owe plus `seconds` more of each, drawing as
-    the charges would (hold, credits for the model, cash down to zero), in memory only."""
-    left = {key: ledger.balance_of(row) for key, row in book.accounts.items()}
+def covers(book: Book, rows: list[InstanceRow], owed: dict[str, int], seconds: int) -> bool:
+    """Whether one owner's money covers what `rows` owe (`owed`, by instance id) plus `seconds`
+    more of each, drawing as the charges would (hold, credits for the model, cash down to zero),
+    in memory only."""
+    left = {a.key: ledger.balance_of(a) for a in book.owned(rows[0].owner_id)}
+    by_model: dict[str, list[Account]] = {}
     for row in rows:
-        need = max(metering.due(row, now), 0) + metering.cost_of_seconds(row, seconds)
-        for source in [book.accounts.get(ledger.hold_key(row.owner_id, row.id))] + wallet.sources(
-            book, row.owner_id, row.gpu_model
-        ):
-            if source is None or need == 0:
-                continue
+        need = owed[row.id] + metering.cost_of_seconds(row, seconds)
+        if row.gpu_model not in by_model:
+            by_model[row.gpu_model] = wallet.sources(book, row.owner_id, row.gpu_model)
+        hold = book.accounts.get(ledger.hold_key(row.owner_id, row.id))
+        for source in ([hold] if hold is not None else []) + by_model[row.gpu_model]:
             take = min(need, max(left[source.key], 0))
             left[source.key] -= take
             need -= take
+            if need == 0:
+                break
         if need > 0:
             return False
     return True
@@ -114,12 +117,15 @@ def meter_and_autostop(
     by_owner: dict[str, list[InstanceRow]] = defaultdict(list)
     for row in metered:
         by_owner[row.owner_id].append(row)
-    users = user_store.get_users(session, list(by_owner))
+    warned = user_store.low_balance_users(session, list(by_owner))
+    owed = {r.id: 0 if r.id in result.charged else max(metering.due(r, now), 0) for r in metered}
     for owner_id, rows in by_owner.items():
-        user = users[owner_id]
-        if covers(book, rows, now, warn_seconds):
-            user.low_balance_since = None
+        if covers(book, rows, owed, warn_seconds):
+            if owner_id in warned:
+                warned[owner_id].low_balance_since = None
             continue
+        user = warned.get(owner_id) or user_store.get_user(session, owner_id)
+        assert user is not None
         if user.low_balance_since is None:
             user.low_balance_since = now
             result.warned.append(owner_id)
@@ -134,7 +140,7 @@ def meter_and_autostop(
                 )
         waited = now - as_utc(user.low_balance_since) >= timedelta(seconds=grace_seconds)
         in_debt = book.balance(ledger.user_key(owner_id, CASH)) < 0
-        if not waited and not in_debt and covers(book, rows, now, 0):
+        if not waited and not in_debt and covers(book, rows, owed, 0):
             continue
         for row in rows:
             row.desired = "stopped"

@@ -78,6 +78,12 @@ def switch_status(
         if row.plan == Plan.MONTHLY.value and row.plan_until is None:
             _start_plan(session, row, now)
         elif not metering.on_plan(row, now):
+            if row.data_centre is not None:  # the price in force when billing starts
+                prices = pricing.history(session)
+                first = row.attempt <= 1
+                row.price_micros = pricing.run_price(
+                    prices, row, row.data_centre, now, first
+                ).micros
             metering.open_usage(row, now)
     if current in COMMITTED and new not in COMMITTED:
         wallet.release_hold(session, row, now)

@@ -22,7 +22,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
 from cardhour.core.errors import Conflict, InvalidInput
 from cardhour.core.money import Money
@@ -59,7 +58,25 @@ def platform_key(kind: str) -> str:
     return f"platform:{kind}"
 
 
-def balance_of(row: LedgerAccountRow) -> int:
+@dataclass
+class Account:
+    """A ledger account as locked for one transaction (its totals move with `Book.transfer`)."""
+
+    id: int
+    key: str
+    owner_id: str | None
+    kind: str
+    currency: str
+    debits_posted: int
+    credits_posted: int
+    created_at: datetime | None
+    expires_at: datetime | None
+    gpu_models: str | None
+    priority: int
+    instance_id: str | None
+
+
+def balance_of(row: Account | LedgerAccountRow) -> int:
     return row.credits_posted - row.debits_posted
 
 
@@ -118,12 +135,14 @@ class Book:
 
     session: Session
     now: datetime
-    accounts: dict[str, LedgerAccountRow]
+    accounts: dict[str, Account]
     _rows: list[dict[str, Any]] = field(default_factory=list)
     _deltas: dict[int, list[int]] = field(default_factory=dict)
+    _by_owner: dict[str, list[Account]] | None = None
+    _sources: dict[tuple[str, str], list[Account]] = field(default_factory=dict)
     posted: int = 0
 
-    def row(self, key: str) -> LedgerAccountRow:
+    def row(self, key: str) -> Account:
         try:
             return self.accounts[key]
         except KeyError:
@@ -132,8 +151,13 @@ class Book:
     def balance(self, key: str) -> int:
         return balance_of(self.row(key))
 
-    def owned(self, owner_id: str) -> list[LedgerAccountRow]:
-        return [r for r in self.accounts.values() if r.owner_id == owner_id]
+    def owned(self, owner_id: str) -> list[Account]:
+        if self._by_owner is None:
+            self._by_owner = {}
+            for row in self.accounts.values():
+                if row.owner_id is not None:
+                    self._by_owner.setdefault(row.owner_id, []).append(row)
+        return self._by_owner.get(owner_id, [])
 
     def transfer(
         self, transfer_id: str, debit: str, credit: str, amount: int, kind: str, ref: str | None
@@ -156,10 +180,10 @@ class Book:
                 "created_at": self.now,
             }
         )
-        for row, column in ((src, "debits_posted"), (dst, "credits_posted")):
-            set_committed_value(row, column, getattr(row, column) + amount)
-            delta = self._deltas.setdefault(row.id, [0, 0])
-            delta[0 if column == "debits_posted" else 1] += amount
+        src.debits_posted += amount
+        dst.credits_posted += amount
+        self._deltas.setdefault(src.id, [0, 0])[0] += amount
+        self._deltas.setdefault(dst.id, [0, 0])[1] += amount
 
     def flush(self) -> None:
         store.insert_transfers(self.session, self._rows)
@@ -172,7 +196,8 @@ def open_book(
     session: Session, now: datetime, keys: Sequence[str] = (), owners: Sequence[str] = ()
 ) -> Book:
     """Lock `keys` and every account of `owners` in one sorted call (the lock order)."""
-    return Book(session, now, store.lock_accounts(session, keys, owners))
+    rows = store.lock_accounts(session, keys, owners)
+    return Book(session, now, {r["key"]: Account(**r) for r in rows})
 
 
 def post(

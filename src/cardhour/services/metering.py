@@ -25,6 +25,7 @@ from cardhour.db.models import InstanceRow, UsageSegmentRow
 from cardhour.services import wallet
 from cardhour.services.ledger import Book
 from cardhour.services.pricing import history as pricing_history
+from cardhour.store import instances as store
 
 ONE_SECOND = timedelta(seconds=1)
 
@@ -107,6 +108,12 @@ def split_at_boundaries(
     """Close the open segment at each month boundary and price change up to `now`, reopening
     at the new price. Returns the closed segments."""
     closed = []
+    if row.running_since is not None and row.data_centre is not None:
+        # a change made after the segment began but effective from its very first instant
+        start = as_utc(row.running_since)
+        at_start = prices.version_at(row.gpu_model, row.data_centre, start)
+        if at_start is not None and at_start.effective_from == start:
+            row.price_micros = at_start.price.micros
     while row.running_since is not None:
         start = as_utc(row.running_since)
         boundary = next_month(start)
@@ -119,8 +126,8 @@ def split_at_boundaries(
             break
         closed.append(close_segment(row, boundary))
         row.running_since = boundary
-        if row.data_centre is not None:
-            row.price_micros = prices.at(row.gpu_model, row.data_centre, boundary).micros
+        if change is not None and change.effective_from == boundary:
+            row.price_micros = change.price.micros  # a month boundary keeps the price
     return closed
 
 
@@ -135,11 +142,10 @@ def settle_rows(
         for segment in split_at_boundaries(row, now, prices):
             session.add(segment)
         amount = due(row, now)
-        row.charged_at = now
         if amount > 0:
             wallet.charge(book, row, amount, f"usage:{row.id}:{row.billed_micros}", "usage")
-            row.billed_micros += amount
         charged[row.id] = max(amount, 0)
+    store.save_charges(session, [(row, row.billed_micros + charged[row.id], now) for row in rows])
     return charged
 
 

@@ -22,7 +22,7 @@ from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money, MoneyError
 from cardhour.core.pricing import PriceHistory, PriceVersion
 from cardhour.core.states import Plan
-from cardhour.db.models import PriceVersionRow, QuoteRow, UserRow
+from cardhour.db.models import InstanceRow, PriceVersionRow, QuoteRow, UserRow
 from cardhour.services.ids import new_id
 from cardhour.store import prices as store
 
@@ -160,6 +160,21 @@ def launch_price(
     if plan == Plan.MONTHLY.value:
         return on_demand.percent_off(prices.monthly_discount_percent)
     return on_demand
+
+
+def run_price(
+    prices: PriceHistory, row: InstanceRow, data_centre: str, now: datetime, first: bool
+) -> Money:
+    """Per card-hour for the instance in `data_centre` from `now` (monthly, before its plan
+    starts: the plan's), never above what a valid quote or a monthly hold promised at launch
+    when this is its `first` placement."""
+    if row.plan == Plan.MONTHLY.value and row.plan_until is None:
+        price = prices.monthly_at(row.gpu_model, data_centre, now)
+    else:
+        price = prices.at(row.gpu_model, data_centre, now)
+    if row.quoted_price_micros is not None and first:
+        price = min(price, Money(row.quoted_price_micros, price.currency))
+    return price
 
 
 def plan_total(per_card_hour: Money, count: int) -> Money:

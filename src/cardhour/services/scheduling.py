@@ -14,11 +14,8 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from cardhour.core.catalog import Catalog
-from cardhour.core.money import Money
-from cardhour.core.pricing import PriceHistory
-from cardhour.core.states import InstanceStatus, Plan
+from cardhour.core.states import InstanceStatus
 from cardhour.db.locking import try_leader_lock
-from cardhour.db.models import InstanceRow
 from cardhour.scheduler import Pending, Scheduler, TypicalWorkload
 from cardhour.services import fleet, placement, pricing
 from cardhour.services.instances import switch_status
@@ -48,20 +45,6 @@ def make_scheduler(session: Session, catalog: Catalog, policy: str, window: int)
     """The engine running `policy`, with the typical workload of the fleet as it is now."""
     shapes = placement.node_shapes(fleet.load(session, catalog, all_free=True).state)
     return Scheduler(policy, typical_workload(session, shapes, window))
-
-
-def placement_price(
-    prices: PriceHistory, row: InstanceRow, data_centre: str, now: datetime
-) -> Money:
-    """Per card-hour in `data_centre` now (monthly: the plan's), never above the price a valid
-    quote or a monthly hold promised at launch, on the instance's first placement."""
-    if row.plan == Plan.MONTHLY.value and row.plan_until is None:
-        price = prices.monthly_at(row.gpu_model, data_centre, now)
-    else:
-        price = prices.at(row.gpu_model, data_centre, now)
-    if row.quoted_price_micros is not None and row.attempt == 0:
-        price = min(price, Money(row.quoted_price_micros, price.currency))
-    return price
 
 
 def run_cycle(
@@ -101,7 +84,8 @@ def run_cycle(
             view.versions[node_id] += 1
         node_store.add_allocations(session, row.id, where.gpus_by_node)
         row.data_centre = where.data_centre
-        row.price_micros = placement_price(prices, row, where.data_centre, now).micros
+        first = row.attempt == 0
+        row.price_micros = pricing.run_price(prices, row, where.data_centre, now, first).micros
         row.attempt += 1
         row.external_name = f"ch-{row.id}-{row.attempt}"
         placed_on = ", ".join(nodes)

@@ -21,15 +21,15 @@ from sqlalchemy.orm import Session
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import InsufficientBalance
 from cardhour.core.money import Money
-from cardhour.db.models import InstanceRow, LedgerAccountRow
+from cardhour.db.models import InstanceRow
 from cardhour.services import ledger
-from cardhour.services.ledger import CASH, CREDIT_KINDS, HOLD, Book
+from cardhour.services.ledger import CASH, CREDIT_KINDS, HOLD, Account, Book
 from cardhour.store import ledger as store
 
 _FAR = datetime.max.replace(tzinfo=UTC)
 
 
-def usable(row: LedgerAccountRow, gpu_model: str | None, now: datetime) -> bool:
+def usable(row: Account, gpu_model: str | None, now: datetime) -> bool:
     """Whether a credit account may pay for `gpu_model` (None: any use) at `now`."""
     if row.kind not in CREDIT_KINDS:
         return False
@@ -40,19 +40,23 @@ def usable(row: LedgerAccountRow, gpu_model: str | None, now: datetime) -> bool:
     return True
 
 
-def _order(row: LedgerAccountRow) -> tuple[int, datetime, datetime, int]:
+def _order(row: Account) -> tuple[int, datetime, datetime, int]:
     expires = as_utc(row.expires_at) if row.expires_at is not None else _FAR
     created = as_utc(row.created_at) if row.created_at is not None else _FAR
     return (row.priority, expires, created, row.id)
 
 
-def sources(book: Book, owner_id: str, gpu_model: str) -> list[LedgerAccountRow]:
-    """The owner's accounts that may pay for `gpu_model` now, in spending order (cash last)."""
-    credits = sorted(
-        (r for r in book.owned(owner_id) if usable(r, gpu_model, book.now)), key=_order
-    )
-    cash = book.accounts.get(ledger.user_key(owner_id, CASH))
-    return credits + ([cash] if cash is not None else [])
+def sources(book: Book, owner_id: str, gpu_model: str) -> list[Account]:
+    """The owner's accounts that may pay for `gpu_model` now, in spending order (cash last).
+    The order does not depend on balances, so the book keeps it."""
+    key = (owner_id, gpu_model)
+    if key not in book._sources:
+        credits = sorted(
+            (r for r in book.owned(owner_id) if usable(r, gpu_model, book.now)), key=_order
+        )
+        cash = book.accounts.get(ledger.user_key(owner_id, CASH))
+        book._sources[key] = credits + ([cash] if cash is not None else [])
+    return book._sources[key]
 
 
 def spendable(book: Book, owner_id: str, gpu_model: str) -> int:
@@ -138,9 +142,11 @@ def place_hold(session: Session, row: InstanceRow, amount: Money, now: datetime)
 
 
 def release_hold(session: Session, row: InstanceRow, now: datetime) -> int:
-    """Give back what is left of the instance's hold to where it came from: what was spent from
-    it counts as spent from its first sources (credits), so the rest goes back to the last ones
-    (cash first, then credits in reverse spending order). Returns the amount released."""
+    """Give back what is left of the instance's hold to where it came from. A hold is funded once
+    per run (launch or start) and emptied when the run ends, so what is left came from the
+    latest funding; what was spent from it counts as spent from its first sources (credits), so
+    the rest goes back to the last ones (cash first, then credits in reverse spending order).
+    Returns the amount released."""
     key = ledger.hold_key(row.owner_id, row.id)
     book = open_wallet(session, now, [row.owner_id])
     hold = book.accounts.get(key)
@@ -149,8 +155,9 @@ def release_hold(session: Session, row: InstanceRow, now: datetime) -> int:
     left = ledger.balance_of(hold)
     released = left
     by_id = {r.id: r for r in book.accounts.values()}
-    flows = store.net_flows(session, hold.id)
-    contributed = {aid: net for aid, net in flows.items() if aid in by_id and net > 0}
+    contributed = {
+        aid: amount for aid, amount in latest_funding(session, hold.id).items() if aid in by_id
+    }
     givers = sorted(
         (by_id[aid] for aid in contributed),
         key=lambda r: (r.kind == CASH, _order(r)),
@@ -179,6 +186,20 @@ def release_hold(session: Session, row: InstanceRow, now: datetime) -> int:
         )
     book.flush()
     return released
+
+
+def latest_funding(session: Session, hold_id: int) -> dict[int, int]:
+    """What each source put into the hold in its latest funding (transfer ids
+    `hold:<instance>:<hold credits before>:<source>`, so the latest has the largest number)."""
+    fundings = store.hold_fundings(session, hold_id)
+    if not fundings:
+        return {}
+    latest = max(int(tid.split(":")[2]) for tid, _, _ in fundings)
+    amounts: dict[int, int] = {}
+    for tid, source, amount in fundings:
+        if int(tid.split(":")[2]) == latest:
+            amounts[source] = amounts.get(source, 0) + amount
+    return amounts
 
 
 def charge(book: Book, row: InstanceRow, amount: int, id_base: str, kind: str) -> None:

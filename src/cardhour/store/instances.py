@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import case, or_, select
+from sqlalchemy import Table, case, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
+from cardhour.db import bulk
 from cardhour.db.locking import for_claim, for_update
 from cardhour.db.models import InstanceEventRow, InstanceRow
 
@@ -113,3 +116,18 @@ def name_taken(session: Session, owner_id: str, name: str) -> bool:
         InstanceRow.status != "terminated",
     )
     return session.scalars(stmt).first() is not None
+
+
+def save_charges(session: Session, charges: Sequence[tuple[InstanceRow, int, datetime]]) -> None:
+    """Set (`billed_micros`, `charged_at`) of many rows in few statements, and on the objects as
+    saved values, so the session never sees them as changes to flush (the metering pass touches
+    every running instance)."""
+    bulk.update_rows(
+        session,
+        cast(Table, InstanceRow.__table__),
+        "id",
+        [{"id": r.id, "billed_micros": billed, "charged_at": at} for r, billed, at in charges],
+    )
+    for row, billed, at in charges:
+        set_committed_value(row, "billed_micros", billed)
+        set_committed_value(row, "charged_at", at)

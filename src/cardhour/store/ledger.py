@@ -6,9 +6,10 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, func, insert, or_, select, update
+from sqlalchemy import RowMapping, Table, func, or_, select
 from sqlalchemy.orm import Session
 
+from cardhour.db import bulk
 from cardhour.db.locking import for_update
 from cardhour.db.models import LedgerAccountRow, LedgerTransferRow
 
@@ -19,9 +20,10 @@ def get_account(session: Session, key: str) -> LedgerAccountRow | None:
 
 def lock_accounts(
     session: Session, keys: Sequence[str] = (), owners: Iterable[str] = ()
-) -> dict[str, LedgerAccountRow]:
+) -> list[RowMapping]:
     """Lock the accounts named by `keys` plus every account owned by `owners`, in key order (the
-    one lock order of the whole code base), and return them fresh from the database."""
+    one lock order of the whole code base), and return their columns fresh from the database
+    (plain rows, not ORM objects: the metering pass locks thousands)."""
     owners = sorted(set(owners))
     clauses = []
     if keys:
@@ -29,14 +31,10 @@ def lock_accounts(
     if owners:
         clauses.append(LedgerAccountRow.owner_id.in_(owners))
     if not clauses:
-        return {}
-    stmt = (
-        select(LedgerAccountRow)
-        .where(or_(*clauses))
-        .order_by(LedgerAccountRow.key)
-        .execution_options(populate_existing=True)
-    )
-    return {row.key: row for row in session.scalars(for_update(stmt))}
+        return []
+    table = cast(Table, LedgerAccountRow.__table__)
+    stmt = select(table).where(or_(*clauses)).order_by(table.c.key)
+    return list(session.execute(for_update(stmt)).mappings())
 
 
 def add_account(session: Session, row: LedgerAccountRow) -> LedgerAccountRow:
@@ -50,41 +48,32 @@ def get_transfer(session: Session, transfer_id: str) -> LedgerTransferRow | None
 
 
 def insert_transfers(session: Session, rows: list[dict[str, Any]]) -> None:
-    """One multi-row INSERT; a repeated id violates the primary key and aborts the transaction."""
-    if rows:
-        session.execute(insert(LedgerTransferRow), rows)
+    """Few multi-row INSERTs; a repeated id violates the primary key and aborts the transaction."""
+    bulk.insert_rows(session, cast(Table, LedgerTransferRow.__table__), rows)
 
 
 def add_totals(session: Session, deltas: dict[int, tuple[int, int]]) -> None:
     """Move cached totals by (debits, credits) per account id, as in-database increments."""
-    if not deltas:
-        return
-    table = cast(Table, LedgerAccountRow.__table__)
-    stmt = (
-        update(table)
-        .where(table.c.id == bindparam("aid"))
-        .values(
-            debits_posted=table.c.debits_posted + bindparam("d"),
-            credits_posted=table.c.credits_posted + bindparam("c"),
-        )
+    rows = [
+        {"id": aid, "debits_posted": d, "credits_posted": c}
+        for aid, (d, c) in sorted(deltas.items())
+    ]
+    bulk.update_rows(
+        session,
+        cast(Table, LedgerAccountRow.__table__),
+        "id",
+        rows,
+        increment=("debits_posted", "credits_posted"),
     )
-    params = [{"aid": aid, "d": d, "c": c} for aid, (d, c) in sorted(deltas.items())]
-    session.connection().execute(stmt, params)
 
 
-def net_flows(session: Session, account_id: int) -> dict[int, int]:
-    """For one account: per counterpart account, what it received from it minus what it sent."""
+def hold_fundings(session: Session, hold_id: int) -> list[tuple[str, int, int]]:
+    """(transfer id, source account id, amount) of every transfer of kind `hold` into a hold."""
     t = LedgerTransferRow
-    flows: dict[int, int] = {}
-    received = select(t.debit_account_id, func.sum(t.amount)).where(
-        t.credit_account_id == account_id
+    stmt = select(t.id, t.debit_account_id, t.amount).where(
+        t.credit_account_id == hold_id, t.kind == "hold"
     )
-    for other, amount in session.execute(received.group_by(t.debit_account_id)):
-        flows[other] = flows.get(other, 0) + int(amount)
-    sent = select(t.credit_account_id, func.sum(t.amount)).where(t.debit_account_id == account_id)
-    for other, amount in session.execute(sent.group_by(t.credit_account_id)):
-        flows[other] = flows.get(other, 0) - int(amount)
-    return flows
+    return [(tid, source, amount) for tid, source, amount in session.execute(stmt)]
 
 
 def expired_with_balance(session: Session, now: datetime) -> list[LedgerAccountRow]:

@@ -34,6 +34,14 @@ def get_api_key_by_hash(session: Session, key_hash: str) -> ApiKeyRow | None:
     return session.scalars(select(ApiKeyRow).where(ApiKeyRow.key_hash == key_hash)).first()
 
 
+def low_balance_users(session: Session, user_ids: list[str]) -> dict[str, UserRow]:
+    """Those of `user_ids` who are under a low-balance warning."""
+    if not user_ids:
+        return {}
+    stmt = select(UserRow).where(UserRow.id.in_(user_ids), UserRow.low_balance_since.is_not(None))
+    return {row.id: row for row in session.scalars(stmt)}
+
+
 def get_users(session: Session, user_ids: list[str]) -> dict[str, UserRow]:
     if not user_ids:
         return {}
