@@ -44,11 +44,14 @@ class Server:
     log: Path
 
 
-def start_server(tmp: Path) -> Server:
-    """`cardhour up --port 0`; returns once the banner names the URL (at most 60 s)."""
+def start_server(tmp: Path, **settings: str) -> Server:
+    """`cardhour up --port 0` (plus `CARDHOUR_*` `settings`); returns once the banner names the
+    URL (at most 60 s)."""
     log = tmp / "server.log"
     env = clean_env(
-        CARDHOUR_SIM__PROVISION_SECONDS="1", CARDHOUR_RECONCILERS__INTERVAL_SECONDS="0.2"
+        CARDHOUR_SIM__PROVISION_SECONDS="1",
+        CARDHOUR_RECONCILERS__INTERVAL_SECONDS="0.2",
+        **settings,
     )
     with log.open("w") as err:
         proc = subprocess.Popen(
