@@ -253,3 +253,62 @@ def test_a_restart_gives_an_unused_credit_hold_back_to_the_credit(api: Api) -> N
         Decimal("0.01"), rounding="ROUND_FLOOR"
     )
     _verified(api)
+
+
+def test_a_monthly_plan_stopped_before_it_began_holds_the_30_days_again(api: Api) -> None:
+    """Found in review: a restart held one on-demand hour, then the plan overdrew cash."""
+    user = api.signup()
+    api.top_up(user, "880")  # 890 in all: one plan (889.20), not two
+    _launch(api, user, name="m1", plan="monthly")
+    api.client.post("/api/v1/instances/m1/stop", headers=user)  # still pending: allowed
+    assert _balance(api, user)["held"] == "0.00"
+    _launch(api, user, name="m2", plan="monthly")
+    r = api.client.post("/api/v1/instances/m1/start", headers=user)
+    assert (r.status_code, r.json()["error"]["code"]) == (402, "insufficient_balance")
+    assert "30-day plan" in r.json()["error"]["message"]
+    api.settle()
+    api.settle(30)
+    assert Decimal(_balance(api, user)["cash"]) >= 0
+    _verified(api)
+
+
+def test_what_a_monthly_hold_did_not_need_goes_back_when_the_plan_starts(api: Api) -> None:
+    """Found in review: a launch holds the dearest data centre's plan; the rest was kept held."""
+    admin, user = _admin(api), api.signup()
+    body = {"gpu": "H100", "price": "5.00", "data_centre": "wh1"}
+    assert api.client.post("/api/v1/admin/prices", headers=admin, json=body).status_code == 201
+    api.top_up(user, "3000")
+    inst = _launch(api, user, name="m", plan="monthly")
+    assert inst["held"] == "2340.000000"  # 720 h × 5.00 less 35 %
+    api.settle()
+    api.settle(30)
+    running = _get(api, user, "m")
+    plan = Decimal(running["price_per_card_hour"]) * 720
+    assert Decimal(running["held"]) == 0
+    assert Decimal(_balance(api, user)["available_exact"]) == Decimal("3010") - plan
+    _verified(api)
+
+
+def test_a_plan_that_ended_unseen_bills_only_until_the_stop(api: Api) -> None:
+    """Found in review: a plan that ended between two metering passes, then a stop and a start,
+    billed the days the instance was stopped."""
+    user = api.signup()
+    api.top_up(user, "1000")
+    _launch(api, user, name="m", plan="monthly", at_expiry="on_demand")
+    api.settle()
+    api.settle(30)
+    api.clock.advance(days=30, seconds=10)  # the plan ended 10 s ago; no pass has run since
+    assert api.client.post("/api/v1/instances/m/stop", headers=user).status_code == 200
+    api.settle()
+    stopped = _get(api, user, "m")
+    ten_seconds = (Decimal(10) * Decimal("1.90") / 3600).quantize(MICRO, ROUND_HALF_UP)
+    assert (stopped["status"], stopped["plan"]) == ("stopped", "on_demand")
+    assert Decimal(stopped["cost_so_far"]) == ten_seconds
+    api.clock.advance(days=5)
+    assert api.client.post("/api/v1/instances/m/start", headers=user).status_code == 200
+    api.settle()
+    api.settle(30)
+    api.client.post("/api/v1/instances/m/stop", headers=user)
+    api.settle()
+    assert Decimal(_get(api, user, "m")["cost_so_far"]) == ten_seconds  # nothing for 5 days
+    _verified(api)

@@ -48,9 +48,13 @@ def test_trial_credit_is_granted_exactly_once_and_expires(
     platform: Platform, clock: ManualClock
 ) -> None:
     uid = _user(platform, clock)
+    expires = clock.now() + timedelta(days=30)
     with transaction(platform.sessions) as s:
-        grant = CreditGrant(ledger.TRIAL, Money.parse("10"), f"trial-{uid}")
+        grant = CreditGrant(ledger.TRIAL, Money.parse("10"), f"trial-{uid}", expires)
         ledger.grant_credit(s, uid, grant, clock.now())  # a retry moves nothing
+    with pytest.raises(Conflict, match="different terms"), transaction(platform.sessions) as s:
+        grant = CreditGrant(ledger.TRIAL, Money.parse("10"), f"trial-{uid}")  # never expires
+        ledger.grant_credit(s, uid, grant, clock.now())
     bal = _balance(platform, clock, uid)
     assert bal.credit_of(ledger.TRIAL) == Money.parse("10.00") and bal.cash == Money.zero()
     assert bal.credits[0].expires_at == clock.now() + timedelta(days=30)

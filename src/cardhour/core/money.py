@@ -13,10 +13,12 @@ No float touches an amount anywhere.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal, InvalidOperation
 
 MICROS_PER_UNIT = 1_000_000
+_PLAIN = re.compile(r"[+-]?[0-9]{1,30}(\.[0-9]+)?")
 MILLI_GPU_SECONDS_PER_CARD_HOUR = 1000 * 3600
 DEFAULT_CURRENCY = "CNY"
 
@@ -49,10 +51,14 @@ class Money:
 
     @classmethod
     def parse(cls, text: str | int | Decimal, currency: str = DEFAULT_CURRENCY) -> Money:
-        """Parse a decimal string such as "1.90"; refuses more than 6 decimal places."""
+        """Parse a plain decimal such as "1.90" or "-3" (no exponent, at most 30 digits before
+        the point); refuses more than 6 decimal places."""
+        raw = str(text).strip()
+        if not _PLAIN.fullmatch(raw):
+            raise MoneyError(f"not a decimal amount: {text!r}")
         try:
-            value = Decimal(str(text).strip())
-        except InvalidOperation as exc:
+            value = Decimal(raw)
+        except (InvalidOperation, ArithmeticError) as exc:
             raise MoneyError(f"not a decimal amount: {text!r}") from exc
         if not value.is_finite():
             raise MoneyError(f"not a finite amount: {text!r}")

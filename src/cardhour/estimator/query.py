@@ -108,7 +108,7 @@ def parse_pricing(q: EstimateQuery, job: Job, catalog: Catalog | None) -> Pricin
         try:
             price = Money.parse(q.price, currency)
         except MoneyError as exc:
-            raise InvalidInput(f"price: {exc} (a decimal such as 1.90)") from None
+            raise InvalidInput(f"--price: {exc} (a decimal such as 1.90)") from None
         return given_pricing(price, discount)
     return book_pricing(catalog, job.gpu) if catalog else None
 

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
+from cardhour.services import ledger
 from cardhour.services.autostop import meter_and_autostop
 
 
@@ -28,6 +29,8 @@ class MeteringReconciler(Reconciler):
         self.grace_seconds = grace_seconds
 
     def step(self) -> bool:
+        with transaction(self.sessions) as session:  # its own: it locks accounts only
+            ledger.expire_credits(session, self.clock.now())
         with transaction(self.sessions) as session:
             result = meter_and_autostop(
                 session,

@@ -1,5 +1,6 @@
-"""The metering pass: expire credits, end or convert monthly plans, charge running instances on
-a cadence, and warn then stop owners whose money runs out.
+"""The metering pass: end or convert monthly plans, charge running instances on a cadence, and
+warn then stop owners whose money runs out. (Expired credits are swept just before, in their
+own transaction: `ledger.expire_credits`.)
 
 Charges are posted at most every `charge_every_seconds` per instance (and always when an instance
 leaves `running`), so the ledger gets one transfer per source per instance per interval.
@@ -21,10 +22,10 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
 from cardhour.core.money import Money
-from cardhour.core.states import InstanceStatus, Plan
+from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceEventRow, InstanceRow
 from cardhour.services import ledger, metering, pricing, wallet
-from cardhour.services.instances import switch_status
+from cardhour.services.instances import end_plan_if_over, switch_status
 from cardhour.services.ledger import CASH, Account, Book
 from cardhour.store import instances as store
 from cardhour.store import users as user_store
@@ -35,7 +36,6 @@ class MeteringResult:
     charged: dict[str, Money] = field(default_factory=dict)  # instance id -> charged this pass
     stopped: list[str] = field(default_factory=list)
     warned: list[str] = field(default_factory=list)  # owner ids warned this pass
-    expired_credits: int = 0
     plans_ended: list[str] = field(default_factory=list)
 
 
@@ -61,23 +61,6 @@ def covers(book: Book, rows: list[InstanceRow], owed: dict[str, int], seconds: i
     return True
 
 
-def _end_plan(session: Session, row: InstanceRow, now: datetime, result: MeteringResult) -> None:
-    """The 30 days are over: stop, or carry on billed per second, as the owner chose."""
-    assert row.plan_until is not None
-    ended = as_utc(row.plan_until)
-    row.plan = Plan.ON_DEMAND.value
-    result.plans_ended.append(row.id)
-    prices = pricing.history(session)
-    if row.data_centre is not None:
-        row.price_micros = prices.at(row.gpu_model, row.data_centre, ended).micros
-    if row.plan_at_expiry == "on_demand":
-        metering.open_usage(row, ended)  # billed from the end of the plan, to the second
-        _event(session, row, now, "monthly plan ended: now billed on demand")
-        return
-    row.desired = "stopped"
-    switch_status(session, row, InstanceStatus.STOPPING, now, "monthly plan ended")
-
-
 def _event(session: Session, row: InstanceRow, now: datetime, reason: str) -> None:
     store.add_event(
         session,
@@ -94,15 +77,27 @@ def meter_and_autostop(
     grace_seconds: int = 30,
     charge_every_seconds: int = 0,
 ) -> MeteringResult:
+    """One pass over the running instances (the caller's transaction): end monthly plans that
+    are over, charge what is due, then warn or stop owners who ran out (module docstring)."""
     result = MeteringResult()
-    result.expired_credits = ledger.expire_credits(session, now)
     running = store.list_in_status(session, [InstanceStatus.RUNNING.value], lock=True)
+    owners = sorted({r.owner_id for r in running})
+    if owners:
+        # every account this pass may touch, locked now in the one sorted call the lock order
+        # asks for: ending a plan below releases and charges before the book is read
+        wallet.open_wallet(session, now, owners, ["revenue"])
     for row in running:
-        if row.plan == Plan.MONTHLY.value and row.plan_until and as_utc(row.plan_until) <= now:
-            _end_plan(session, row, now, result)
+        if end_plan_if_over(session, row, now):
+            result.plans_ended.append(row.id)
+            if row.plan_at_expiry == "on_demand":
+                _event(session, row, now, "monthly plan ended: now billed on demand")
+            else:
+                row.desired = "stopped"
+                switch_status(session, row, InstanceStatus.STOPPING, now, "monthly plan ended")
     metered = [
         r for r in running if r.status == InstanceStatus.RUNNING.value and metering.metered(r)
     ]
+    user_store.clear_low_balance(session, exclude=sorted({r.owner_id for r in metered}))
     if not metered:
         return result
     prices = pricing.history(session)

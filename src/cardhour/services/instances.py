@@ -70,6 +70,7 @@ def switch_status(
     current = S(row.status)
     if not can_transition(current, new):
         raise InvalidTransition(f"instance {row.name} cannot go from {current} to {new}")
+    end_plan_if_over(session, row, now)
     if current == S.RUNNING:
         metering.close_usage(session, row, now, pricing.history(session))
         if new == S.FAILED:
@@ -122,6 +123,8 @@ def _start_plan(session: Session, row: InstanceRow, now: datetime) -> None:
             "plan",
             row.id,
         )
+    # the hold was the dearest data centre's plan and placement never charges more: nothing is
+    # left to draw, and if something were, it must not overdraw
     wallet.draw(
         book,
         row.owner_id,
@@ -131,10 +134,29 @@ def _start_plan(session: Session, row: InstanceRow, now: datetime) -> None:
         f"plan:{row.id}",
         "plan",
         row.id,
-        overdraft=True,
+        overdraft=False,
     )
     book.flush()
+    wallet.release_hold(session, row, now)  # what the plan did not take
     row.plan_until = now + PLAN_PERIOD
+
+
+def end_plan_if_over(session: Session, row: InstanceRow, now: datetime) -> bool:
+    """A monthly plan whose 30 days are over becomes on demand wherever the row is next seen
+    (the metering pass, a state change, a stop, a start). A running instance whose owner chose
+    `on_demand` is billed from the plan's end; one whose owner chose `stop` is not billed for
+    the moments until it stops (the metering pass stops it). Returns True when it ended now."""
+    if row.plan != Plan.MONTHLY.value or row.plan_until is None:
+        return False
+    ended = as_utc(row.plan_until)
+    if ended > now:
+        return False
+    row.plan = Plan.ON_DEMAND.value
+    running = row.status == S.RUNNING.value and row.running_since is None
+    if running and row.plan_at_expiry == "on_demand" and row.data_centre is not None:
+        row.price_micros = pricing.history(session).at(row.gpu_model, row.data_centre, ended).micros
+        metering.open_usage(row, ended)
+    return True
 
 
 def _refund_unused_plan(session: Session, row: InstanceRow, now: datetime) -> None:
@@ -317,6 +339,7 @@ def stop(session: Session, user: UserRow, id_or_name: str, now: datetime) -> Ins
         return row
     if status in (S.FAILED, S.TERMINATED) or row.desired == "terminated":
         raise InvalidTransition(f"instance {row.name} is {status}: it cannot be stopped")
+    end_plan_if_over(session, row, now)
     if metering.on_plan(row, now) and row.plan_until is not None:
         raise InvalidTransition(
             f"instance {row.name} is on a monthly plan until "
@@ -338,9 +361,15 @@ def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> In
         return row
     if status != S.STOPPED or row.desired == "terminated":
         raise InvalidTransition(f"instance {row.name} is {status}: only a stopped one can start")
-    prices = pricing.history(session)
-    price = prices.highest(row.gpu_model, prices.data_centres(row.gpu_model), now)
-    _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now)
+    end_plan_if_over(session, row, now)
+    if row.plan == Plan.MONTHLY.value and row.plan_until is None and row.quoted_price_micros:
+        # stopped before its plan began: the 30 days are held again, at the launch's price
+        plan_price = Money(row.quoted_price_micros, row.currency)
+        _hold(session, row, pricing.plan_total(plan_price, row.gpu_count), "the 30-day plan", now)
+    else:
+        prices = pricing.history(session)
+        price = prices.highest(row.gpu_model, prices.data_centres(row.gpu_model), now)
+        _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now)
     row.desired = "running"
     switch_status(session, row, S.PENDING, now, "start requested by user (GPUs are re-allocated)")
     return row

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from cardhour.core.clock import as_utc
 from cardhour.core.errors import Conflict, InvalidInput
 from cardhour.core.money import Money
 from cardhour.db.models import LedgerAccountRow, LedgerTransferRow
@@ -270,7 +271,9 @@ def grant_credit(session: Session, user_id: str, grant: CreditGrant, now: dateti
     if grant.expires_at is not None and grant.expires_at <= now:
         raise InvalidInput("a credit cannot expire before it is granted")
     key = user_key(user_id, TRIAL) if grant.kind == TRIAL else credit_key(user_id, grant.credit_id)
-    _ensure(
+    models = ",".join(grant.gpu_models) or None
+    priority = DEFAULT_PRIORITY[grant.kind] if grant.priority is None else grant.priority
+    row = _ensure(
         session,
         key,
         grant.kind,
@@ -278,9 +281,17 @@ def grant_credit(session: Session, user_id: str, grant: CreditGrant, now: dateti
         user_id,
         created_at=now,
         expires_at=grant.expires_at,
-        gpu_models=",".join(grant.gpu_models) or None,
-        priority=DEFAULT_PRIORITY[grant.kind] if grant.priority is None else grant.priority,
+        gpu_models=models,
+        priority=priority,
     )
+    expires = as_utc(row.expires_at) if row.expires_at is not None else None
+    if (row.kind, expires, row.gpu_models, row.priority) != (
+        grant.kind,
+        grant.expires_at,
+        models,
+        priority,
+    ):
+        raise Conflict(f"credit {grant.credit_id} exists with different terms")
     post(
         session,
         f"credit:{grant.credit_id}",

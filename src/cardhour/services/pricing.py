@@ -166,13 +166,14 @@ def run_price(
     prices: PriceHistory, row: InstanceRow, data_centre: str, now: datetime, first: bool
 ) -> Money:
     """Per card-hour for the instance in `data_centre` from `now` (monthly, before its plan
-    starts: the plan's), never above what a valid quote or a monthly hold promised at launch
-    when this is its `first` placement."""
+    starts: the plan's), never above what a valid quote promised at launch when this is its
+    `first` placement, nor above the plan price a monthly launch held until its plan starts."""
     if row.plan == Plan.MONTHLY.value and row.plan_until is None:
         price = prices.monthly_at(row.gpu_model, data_centre, now)
     else:
         price = prices.at(row.gpu_model, data_centre, now)
-    if row.quoted_price_micros is not None and first:
+    before_plan = row.plan == Plan.MONTHLY.value and row.plan_until is None
+    if row.quoted_price_micros is not None and (first or before_plan):
         price = min(price, Money(row.quoted_price_micros, price.currency))
     return price
 

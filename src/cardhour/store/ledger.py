@@ -65,6 +65,10 @@ def add_totals(session: Session, deltas: dict[int, tuple[int, int]]) -> None:
         rows,
         increment=("debits_posted", "credits_posted"),
     )
+    # the bulk UPDATE bypassed the ORM: an account object this session already holds is stale
+    for obj in list(session.identity_map.values()):
+        if isinstance(obj, LedgerAccountRow) and obj.id in deltas:
+            session.expire(obj, ["debits_posted", "credits_posted"])
 
 
 def hold_fundings(session: Session, hold_id: int) -> list[tuple[str, int, int]]:

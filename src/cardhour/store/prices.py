@@ -10,7 +10,10 @@ from cardhour.db.models import PriceVersionRow, QuoteRow
 
 def list_versions(session: Session) -> list[PriceVersionRow]:
     stmt = select(PriceVersionRow).order_by(
-        PriceVersionRow.gpu_model, PriceVersionRow.data_centre, PriceVersionRow.effective_from
+        PriceVersionRow.gpu_model,
+        PriceVersionRow.data_centre,
+        PriceVersionRow.effective_from,
+        PriceVersionRow.id,  # of two versions from the same moment, the later one wins
     )
     return list(session.scalars(stmt))
 

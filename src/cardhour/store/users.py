@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from cardhour.db.models import ApiKeyRow, UserRow
@@ -46,3 +46,13 @@ def get_users(session: Session, user_ids: list[str]) -> dict[str, UserRow]:
     if not user_ids:
         return {}
     return {row.id: row for row in session.scalars(select(UserRow).where(UserRow.id.in_(user_ids)))}
+
+
+def clear_low_balance(session: Session, exclude: list[str]) -> None:
+    """Lift the low-balance warning of every user not in `exclude` (nothing of theirs runs)."""
+    stmt = update(UserRow).where(UserRow.low_balance_since.is_not(None))
+    if exclude:
+        stmt = stmt.where(UserRow.id.not_in(exclude))
+    session.execute(
+        stmt.values(low_balance_since=None).execution_options(synchronize_session=False)
+    )
