@@ -82,10 +82,9 @@ def meter_and_autostop(
     result = MeteringResult()
     running = store.list_in_status(session, [InstanceStatus.RUNNING.value], lock=True)
     owners = sorted({r.owner_id for r in running})
-    if owners:
-        # every account this pass may touch, locked now in the one sorted call the lock order
-        # asks for: ending a plan below releases and charges before the book is read
-        wallet.open_wallet(session, now, owners, ["revenue"])
+    # every account this pass may touch, locked now in the one sorted call the lock order asks
+    # for (ending a plan below releases and charges: the book is read again after that)
+    book = wallet.open_wallet(session, now, owners, ["revenue"]) if owners else None
     for row in running:
         if end_plan_if_over(session, row, now):
             result.plans_ended.append(row.id)
@@ -101,7 +100,8 @@ def meter_and_autostop(
     if not metered:
         return result
     prices = pricing.history(session)
-    book = wallet.open_wallet(session, now, sorted({r.owner_id for r in metered}), ["revenue"])
+    if book is None or result.plans_ended:
+        book = wallet.open_wallet(session, now, owners, ["revenue"])
     every = timedelta(seconds=charge_every_seconds)
     due_rows = [r for r in metered if r.charged_at is None or now - as_utc(r.charged_at) >= every]
     for instance_id, micros in metering.settle_rows(session, book, due_rows, now, prices).items():

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
-from cardhour.core.money import ExactCost, Money, rate_usage
+from cardhour.core.money import MILLI_GPU_SECONDS_PER_CARD_HOUR, ExactCost, Money, rate_usage
 from cardhour.core.pricing import PriceHistory
 from cardhour.core.states import Plan
 from cardhour.db.models import InstanceRow, UsageSegmentRow
@@ -71,9 +71,15 @@ def _closed(row: InstanceRow) -> ExactCost:
 
 
 def due(row: InstanceRow, now: datetime) -> int:
-    """What the instance owes beyond what was charged, in micro-units (≤ 0: nothing owed)."""
-    exact = _closed(row).plus_usage(price_of(row), open_seconds(row, now) * row.gpu_count * 1000)
-    return exact.rounded() - row.billed_micros
+    """What the instance owes beyond what was charged, in micro-units (≤ 0: nothing owed).
+    Integer arithmetic of `ExactCost.plus_usage(...).rounded()`, inlined: the metering pass
+    calls this for every running instance."""
+    usage = open_seconds(row, now) * row.gpu_count * 1000
+    whole, frac = divmod(
+        row.closed_frac + row.price_micros * usage, MILLI_GPU_SECONDS_PER_CARD_HOUR
+    )
+    half_up = 1 if 2 * frac >= MILLI_GPU_SECONDS_PER_CARD_HOUR else 0
+    return row.billed_closed_micros + whole + half_up - row.billed_micros
 
 
 def close_segment(row: InstanceRow, end: datetime) -> UsageSegmentRow:
