@@ -50,6 +50,27 @@ def model_dcs(catalog: Catalog, gpu_model: str) -> list[str]:
     return sorted({n.data_centre for n in catalog.nodes if n.gpu_model == gpu_model})
 
 
+def _version(
+    gpu_model: str,
+    data_centre: str,
+    price: Money,
+    effective_from: datetime,
+    now: datetime,
+    source: str,
+    by: str | None = None,
+) -> PriceVersionRow:
+    return PriceVersionRow(
+        gpu_model=gpu_model,
+        data_centre=data_centre,
+        on_demand_micros=price.micros,
+        currency=price.currency,
+        effective_from=effective_from,
+        source=source,
+        created_at=now,
+        created_by=by,
+    )
+
+
 def seed_from_catalog(session: Session, catalog: Catalog, now: datetime) -> int:
     """Copy the fleet file's prices in for (model, data centre) keys without any version yet."""
     have = {(r.gpu_model, r.data_centre) for r in store.list_versions(session)}
@@ -62,17 +83,7 @@ def seed_from_catalog(session: Session, catalog: Catalog, now: datetime) -> int:
                 price = catalog.prices.on_demand(model.id, dc)
             except NotFound:
                 continue
-            rows.append(
-                PriceVersionRow(
-                    gpu_model=model.id,
-                    data_centre=dc,
-                    on_demand_micros=price.micros,
-                    currency=price.currency,
-                    effective_from=EPOCH,
-                    source="fleet_file",
-                    created_at=now,
-                )
-            )
+            rows.append(_version(model.id, dc, price, EPOCH, now, "fleet_file"))
     store.add_versions(session, rows)
     return len(rows)
 
@@ -104,19 +115,7 @@ def set_price(
         if data_centre not in dcs:
             raise InvalidInput(f"{model.id} is not offered in data centre {data_centre!r}")
         dcs = [data_centre]
-    rows = [
-        PriceVersionRow(
-            gpu_model=model.id,
-            data_centre=dc,
-            on_demand_micros=amount.micros,
-            currency=amount.currency,
-            effective_from=when,
-            source="admin",
-            created_at=now,
-            created_by=admin.id,
-        )
-        for dc in dcs
-    ]
+    rows = [_version(model.id, dc, amount, when, now, "admin", admin.id) for dc in dcs]
     store.add_versions(session, rows)
     return rows
 
