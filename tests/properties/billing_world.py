@@ -155,6 +155,7 @@ class BillingWorld(RuleBasedStateMachine):
         self.placed_in: dict[str, dict[int, int]] = defaultdict(dict)  # ... -> step it was seen
         self.peak_rate: dict[str, int] = defaultdict(int)  # owner -> micro-units per hour
         self.on_demand_live: list[Instance] = []  # pending, provisioning or running on demand
+        self.billable: dict[str, Instance] = {}  # may have run since the last check, any plan
         self.running_gpus: set[str] = set()  # models with an instance running
         self.plan_ends: list[datetime] = []
         self.leaps = 0
@@ -226,12 +227,6 @@ class BillingWorld(RuleBasedStateMachine):
             row = _cash(s, user)
             return ledger.balance_of(row) if row is not None else 0
 
-    def _count_instances(self, user: User) -> int:
-        assert self.platform is not None
-        with transaction(self.platform.sessions) as s:
-            stmt = select(func.count()).where(InstanceRow.owner_id == user.id)
-            return int(s.scalar(stmt.select_from(InstanceRow)) or 0)
-
     @invariant()
     def books_balance_and_every_bill_is_exact(self) -> None:
         assert self.platform is not None
@@ -294,8 +289,11 @@ class BillingWorld(RuleBasedStateMachine):
                 self.seen[f"events: {what}"] += (reason or "").startswith(what)
             self.last_event = event_id
         known = {i.id: i for i in self.known}
+        assert sorted(r.id for r in rows) == sorted(known), "an instance nobody launched, or lost"
         status = {r.id: r.status for r in rows}
-        live_rate: dict[str, int] = defaultdict(int)
+        # whatever may have run during the step (live at the last check or now, as a plan may
+        # have turned on demand and an instance stopped in between) at its dearest price ever
+        billable_before, self.billable = self.billable, {}
         self.on_demand_live, self.running_gpus, self.plan_ends = [], set(), []
         for row in rows:
             inst = known[row.id]
@@ -321,12 +319,15 @@ class BillingWorld(RuleBasedStateMachine):
                 f"{inst}: its usage segments add up to {segments.get(row.id)} µ, the exact cost "
                 f"of the finished ones is {float(closed):.3f} µ"
             )
-            if row.plan == "on_demand" and row.status in (*COMMITTED, "stopping"):
-                live_rate[row.owner_id] += inst.count * self.book.dearest_ever(inst.gpu)
+            if row.status in (*COMMITTED, "stopping"):
+                self.billable[row.id] = inst
             if row.plan == "on_demand" and row.status in COMMITTED:
                 self.on_demand_live.append(inst)
             if row.status == "running":
                 self.running_gpus.add(inst.gpu)
+        live_rate: dict[str, int] = defaultdict(int)
+        for inst in {**billable_before, **self.billable}.values():
+            live_rate[inst.owner.id] += inst.count * self.book.dearest_ever(inst.gpu)
         for key, kind, owner_id, held_for, balance in money:
             if kind == ledger.HOLD:
                 assert held_for is not None
