@@ -6,6 +6,8 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
+from cardhour.db import proposal_models  # noqa: F401  (every table on Base.metadata)
+
 
 def alembic_config() -> Config:
     config = Config()
