@@ -156,3 +156,26 @@ class ExactCost:
     def rounded(self) -> int:
         """Half up to the micro-unit."""
         return self.micros + (1 if 2 * self.frac >= MILLI_GPU_SECONDS_PER_CARD_HOUR else 0)
+
+
+#: The ledger unit of grant hours: milli-GPU-seconds (one card for one hour = 3,600,000 MGS),
+#: the unit usage is metered in. Grant accounts hold card time, not money.
+CARD_TIME_UNIT = "MGS"
+
+
+def card_time_value(milli_gpu_seconds: int, price_micros: int) -> int:
+    """What `milli_gpu_seconds` of card time pays at `price_micros` per card-hour, in
+    micro-units, rounded down (card time never pays for more than it is worth)."""
+    if milli_gpu_seconds <= 0 or price_micros <= 0:
+        return 0
+    return milli_gpu_seconds * price_micros // MILLI_GPU_SECONDS_PER_CARD_HOUR
+
+
+def card_time_for(micros: int, price_micros: int) -> int:
+    """The card time that pays `micros` at `price_micros` per card-hour, rounded up (never less
+    card time than the usage it pays for). `card_time_for(card_time_value(t, p), p) <= t`."""
+    if micros <= 0:
+        return 0
+    if price_micros <= 0:
+        raise MoneyError("card time is worth nothing at a zero price")
+    return -(-micros * MILLI_GPU_SECONDS_PER_CARD_HOUR // price_micros)

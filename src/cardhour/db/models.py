@@ -73,6 +73,8 @@ class LedgerAccountRow(Base):
     priority: Mapped[int] = mapped_column(Integer, default=100, server_default="100")
     # hold accounts: the instance whose hold this is
     instance_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
+    # grant-hours accounts: not usable before this (None: from the start)
+    valid_from: Mapped[datetime | None] = mapped_column(TS, nullable=True)
 
 
 class LedgerTransferRow(Base):
@@ -264,3 +266,30 @@ class IdempotencyKeyRow(Base):
     status_code: Mapped[int] = mapped_column(Integer)
     response_body: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(TS, index=True)
+
+
+class GrantRow(Base):
+    """A grant of card-hours to a team: its hours live in the ledger account `account_key`
+    (unit `MGS`, milli-GPU-seconds), usable by every member for `gpu_models` in
+    [`valid_from`, `expires_at`)."""
+
+    __tablename__ = "grants"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    proposal_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
+    title: Mapped[str] = mapped_column(String(200))
+    account_key: Mapped[str] = mapped_column(String(100), unique=True)
+    card_hours: Mapped[int] = mapped_column(Integer)
+    gpu_models: Mapped[str] = mapped_column(String(200))  # comma-separated
+    valid_from: Mapped[datetime] = mapped_column(TS)
+    expires_at: Mapped[datetime] = mapped_column(TS)
+    created_at: Mapped[datetime] = mapped_column(TS)
+
+
+class GrantMemberRow(Base):
+    """A member of a grant's team: their instances of the grant's models spend its hours."""
+
+    __tablename__ = "grant_members"
+
+    grant_id: Mapped[str] = mapped_column(ForeignKey("grants.id"), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), primary_key=True, index=True)

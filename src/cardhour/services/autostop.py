@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
-from cardhour.core.money import Money
+from cardhour.core.money import Money, card_time_for, card_time_value
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceEventRow, InstanceRow
 from cardhour.services import ledger, metering, pricing, wallet
@@ -41,12 +41,18 @@ class MeteringResult:
 
 def covers(book: Book, rows: list[InstanceRow], owed: dict[str, int], seconds: int) -> bool:
     """Whether one owner's money covers what `rows` owe (`owed`, by instance id) plus `seconds`
-    more of each, drawing as the charges would (hold, credits for the model, cash down to zero),
-    in memory only."""
-    left = {a.key: ledger.balance_of(a) for a in book.owned(rows[0].owner_id)}
+    more of each, drawing as the charges would (grant hours, hold, credits for the model, cash
+    down to zero), in memory only."""
+    owner_id = rows[0].owner_id
+    left = {a.key: ledger.balance_of(a) for a in book.owned(owner_id)}
+    left.update((k, book.balance(k)) for k in book.shared.get(owner_id, []))
     by_model: dict[str, list[Account]] = {}
     for row in rows:
         need = owed[row.id] + metering.cost_of_seconds(row, seconds)
+        for grant in wallet.grant_sources(book, owner_id, row.gpu_model):
+            take = min(need, card_time_value(max(left[grant.key], 0), row.price_micros))
+            left[grant.key] -= card_time_for(take, row.price_micros)
+            need -= take
         if row.gpu_model not in by_model:
             by_model[row.gpu_model] = wallet.sources(book, row.owner_id, row.gpu_model)
         hold = book.accounts.get(ledger.hold_key(row.owner_id, row.id))

@@ -215,10 +215,18 @@ def committed_hour(session: Session, owner_id: str) -> Money | None:
     return total
 
 
-def _hold(session: Session, row: InstanceRow, amount: Money, what: str, now: datetime) -> None:
-    """Set `amount` aside for the instance; InsufficientBalance names what it was for."""
+def _hold(
+    session: Session,
+    row: InstanceRow,
+    amount: Money,
+    what: str,
+    now: datetime,
+    usage_price: Money | None = None,
+) -> None:
+    """Set `amount` aside for the instance; InsufficientBalance names what it was for.
+    `usage_price`: the hold is for on-demand usage at that price (grant hours count toward it)."""
     try:
-        wallet.place_hold(session, row, amount, now)
+        wallet.place_hold(session, row, amount, now, usage_price.micros if usage_price else 0)
     except InsufficientBalance as exc:
         raise InsufficientBalance(
             f"available balance {exc.details.get('available')} {amount.currency} does not "
@@ -305,7 +313,7 @@ def create(
     if monthly:
         _hold(session, row, pricing.plan_total(price, count), "the 30-day plan", now)
     else:
-        _hold(session, row, price.times(count), "one hour of this instance", now)
+        _hold(session, row, price.times(count), "one hour of this instance", now, price)
     return row
 
 
@@ -369,7 +377,7 @@ def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> In
     else:
         prices = pricing.history(session)
         price = prices.highest(row.gpu_model, prices.data_centres(row.gpu_model), now)
-        _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now)
+        _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now, price)
     row.desired = "running"
     switch_status(session, row, S.PENDING, now, "start requested by user (GPUs are re-allocated)")
     return row

@@ -7,8 +7,11 @@ Conventions (docs/dev/billing.md):
   construction), is never edited, and its id is its idempotency key: posting the same id again
   with the same parameters returns the first one, with different parameters it is refused.
 - Lock order: every transaction locks the accounts it posts to in ONE call, sorted by key, after
-  any instance rows it locks; `platform:*` keys sort before every `user:*` key (holds included),
-  so a transaction that locks again later only ever adds user accounts.
+  any instance rows it locks; `grant:*` keys sort before `platform:*` keys, and those before
+  every `user:*` key (holds included), so a transaction that locks again later only ever adds
+  user accounts.
+- Accounts have a unit: the deployment's currency (micro-units), or card time (`MGS`) for grant
+  hours; a transfer never crosses units.
 - Balance limits are checked on the locked rows in the transaction that posts (no check-then-act):
   credit and hold accounts never go below zero; cash only through usage that ran before an
   auto-stop (at most about a minute of it).
@@ -34,12 +37,18 @@ TRIAL = "trial_credit"
 SLA = "sla_credit"
 GRANT = "grant_credit"
 HOLD = "hold"
+#: A team's grant of card-hours, in card time (`CARD_TIME_UNIT`), keyed `grant:<grant id>`,
+#: owned by no single user (`services.grant_hours`).
+GRANT_HOURS = "grant_hours"
 CREDIT_KINDS = (GRANT, SLA, TRIAL)
 #: Default spending priority of each credit kind (lower is spent first; cash always last).
 DEFAULT_PRIORITY = {GRANT: 10, SLA: 20, TRIAL: 30}
 #: The platform account each credit kind is issued from and expires back to.
-ISSUER = {TRIAL: "promotions", SLA: "sla", GRANT: "grants"}
+ISSUER = {TRIAL: "promotions", SLA: "sla", GRANT: "grants", GRANT_HOURS: "grant_hours_pool"}
 PLATFORM_KINDS = ("promotions", "sla", "grants", "revenue", "cash_in")
+#: Platform accounts in card time: grant hours are issued from (and expire back to) the first;
+#: the second counts the hours spent. Opened with the first grant.
+PLATFORM_CARD_TIME_KINDS = ("grant_hours_pool", "grant_hours_used")
 
 
 def user_key(user_id: str, kind: str) -> str:
@@ -48,6 +57,11 @@ def user_key(user_id: str, kind: str) -> str:
 
 def credit_key(user_id: str, credit_id: str) -> str:
     return f"user:{user_id}:credit:{credit_id}"
+
+
+def grant_hours_key(grant_id: str) -> str:
+    """Sorts before every `platform:*` and `user:*` key (the lock order)."""
+    return f"grant:{grant_id}"
 
 
 def hold_key(owner_id: str, instance_id: str) -> str:
@@ -75,6 +89,7 @@ class Account:
     gpu_models: str | None
     priority: int
     instance_id: str | None
+    valid_from: datetime | None = None
 
 
 def balance_of(row: Account | LedgerAccountRow) -> int:
@@ -99,6 +114,13 @@ def _ensure(
             ),
         )
     return row
+
+
+def ensure_account(
+    session: Session, key: str, kind: str, unit: str, owner: str | None = None, **attrs: Any
+) -> LedgerAccountRow:
+    """The account `key`, opened with `attrs` if it does not exist yet."""
+    return _ensure(session, key, kind, unit, owner, **attrs)
 
 
 def ensure_platform_accounts(session: Session, currency: str) -> None:
@@ -141,6 +163,8 @@ class Book:
     _deltas: dict[int, list[int]] = field(default_factory=dict)
     _by_owner: dict[str, list[Account]] | None = None
     _sources: dict[tuple[str, str], list[Account]] = field(default_factory=dict)
+    #: owner id -> keys of the team grant-hours accounts the owner may spend (locked here too)
+    shared: dict[str, list[str]] = field(default_factory=dict)
     posted: int = 0
 
     def row(self, key: str) -> Account:
@@ -355,7 +379,7 @@ def verify(session: Session) -> Verification:
                 f"account {a.key}: cached totals {a.debits_posted}/{a.credits_posted} differ "
                 f"from its transfers {debits.get(a.id, 0)}/{credits.get(a.id, 0)}"
             )
-        if balance_of(a) < 0 and a.kind in CREDIT_KINDS:
+        if balance_of(a) < 0 and a.kind in (*CREDIT_KINDS, GRANT_HOURS):
             negative_credit += 1
             problems.append(f"account {a.key}: credit balance below zero")
         if balance_of(a) < 0 and a.kind == HOLD:
@@ -364,6 +388,14 @@ def verify(session: Session) -> Verification:
     total_d, total_c = sum(debits.values()), sum(credits.values())
     if total_d != total_c:
         problems.append("total debits differ from total credits")
+    unit_of = {a.id: a.currency for a in accounts}
+    by_unit: dict[str, list[int]] = {}
+    for sums, side in ((debits, 0), (credits, 1)):
+        for aid, amount in sums.items():
+            by_unit.setdefault(unit_of.get(aid, "?"), [0, 0])[side] += amount
+    for unit, (d, c) in sorted(by_unit.items()):
+        if d != c:
+            problems.append(f"debits differ from credits in {unit}")
     known = {a.id for a in accounts}
     if set(debits) - known or set(credits) - known:
         problems.append("transfers name accounts that do not exist")

@@ -1,6 +1,8 @@
 """A user's money as spending sources: credits in a documented order, then cash; holds.
 
 Spending order for usage of GPU model `m` at `now` (docs/dev/billing.md):
+0. for usage only: grant hours of the owner's teams usable for `m` (valid at `now`, soonest
+   expiry first), in card time converted at the instance's price (`services.grant_hours`);
 1. the instance's own hold account, if it has one (money set aside at launch);
 2. credit accounts usable for `m` — not expired at `now`, and `m` among their models if they are
    limited — by ascending priority (grants 10, SLA 20, trial 30 by default), then soonest expiry,
@@ -20,10 +22,11 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import InsufficientBalance
-from cardhour.core.money import Money
+from cardhour.core.money import Money, card_time_for, card_time_value
 from cardhour.db.models import InstanceRow
 from cardhour.services import ledger
 from cardhour.services.ledger import CASH, CREDIT_KINDS, HOLD, Account, Book
+from cardhour.store import grants as grant_store
 from cardhour.store import ledger as store
 
 _FAR = datetime.max.replace(tzinfo=UTC)
@@ -57,6 +60,64 @@ def sources(book: Book, owner_id: str, gpu_model: str) -> list[Account]:
         cash = book.accounts.get(ledger.user_key(owner_id, CASH))
         book._sources[key] = credits + ([cash] if cash is not None else [])
     return book._sources[key]
+
+
+def grant_sources(book: Book, owner_id: str, gpu_model: str) -> list[Account]:
+    """The team grant-hours accounts the owner may spend on `gpu_model` now: valid, not
+    expired, for that model; soonest expiry first."""
+    key = (f"grant:{owner_id}", gpu_model)
+    if key not in book._sources:
+        found = []
+        for account_key in book.shared.get(owner_id, []):
+            row = book.row(account_key)
+            if row.valid_from is not None and as_utc(row.valid_from) > book.now:
+                continue
+            if row.expires_at is not None and as_utc(row.expires_at) <= book.now:
+                continue
+            if row.gpu_models and gpu_model in row.gpu_models.split(","):
+                found.append(row)
+        book._sources[key] = sorted(found, key=_order)
+    return book._sources[key]
+
+
+def grant_value(book: Book, owner_id: str, gpu_model: str, price_micros: int) -> int:
+    """What the owner's usable grant hours for `gpu_model` pay at `price_micros`, in micros."""
+    return sum(
+        card_time_value(max(ledger.balance_of(r), 0), price_micros)
+        for r in grant_sources(book, owner_id, gpu_model)
+    )
+
+
+def spend_grants(book: Book, row: InstanceRow, amount: int, id_base: str) -> int:
+    """Pay up to `amount` micros of the instance's usage with grant hours, at its current price:
+    per grant account, card time moves to `platform:grant_hours_used` and the money it is worth
+    from `platform:grants` to revenue (transfers `<id_base>:grant:<account id>` and
+    `...:grantpay:...`). Returns the micros paid."""
+    left = amount
+    for source in grant_sources(book, row.owner_id, row.gpu_model):
+        if left <= 0:
+            break
+        take = min(left, card_time_value(max(ledger.balance_of(source), 0), row.price_micros))
+        if take <= 0:
+            continue
+        book.transfer(
+            f"{id_base}:grant:{source.id}",
+            source.key,
+            ledger.platform_key("grant_hours_used"),
+            card_time_for(take, row.price_micros),
+            "grant_use",
+            row.id,
+        )
+        book.transfer(
+            f"{id_base}:grantpay:{source.id}",
+            ledger.platform_key("grants"),
+            ledger.platform_key("revenue"),
+            take,
+            "grant_use",
+            row.id,
+        )
+        left -= take
+    return amount - left
 
 
 def spendable(book: Book, owner_id: str, gpu_model: str) -> int:
@@ -116,22 +177,39 @@ def held_for(session: Session, row: InstanceRow) -> int:
 def open_wallet(
     session: Session, now: datetime, owners: Sequence[str], platform: Sequence[str] = ()
 ) -> Book:
-    """Lock every account of `owners` (cash, credits, holds) plus `platform` accounts."""
-    return ledger.open_book(session, now, [ledger.platform_key(k) for k in platform], owners)
+    """Lock every account of `owners` (cash, credits, holds), the grant-hours accounts of their
+    teams (with the platform accounts grant use posts to), plus `platform` accounts."""
+    shared = grant_store.active_accounts(session, owners, now) if owners else {}
+    keys = [ledger.platform_key(k) for k in platform]
+    if shared:
+        keys += sorted({k for ks in shared.values() for k in ks})
+        keys += [ledger.platform_key(k) for k in ("grants", "grant_hours_used", "revenue")]
+    book = ledger.open_book(session, now, keys, owners)
+    book.shared = shared
+    return book
 
 
-def place_hold(session: Session, row: InstanceRow, amount: Money, now: datetime) -> None:
+def place_hold(
+    session: Session, row: InstanceRow, amount: Money, now: datetime, usage_price: int = 0
+) -> None:
     """Set `amount` aside for the instance, from its owner's sources in spending order, into the
     instance's hold account. Raises InsufficientBalance (nothing moved) when they cannot cover
-    it. Check and transfers happen on rows locked in this transaction."""
+    it. Check and transfers happen on rows locked in this transaction. `usage_price`: the hold is
+    for on-demand usage at this price per card-hour, which grant hours pay first, so it is less
+    what the owner's usable grant hours are worth at that price (grant hours are not set
+    aside: instances of a team share them, and once they run out the charges fall to the hold,
+    credits and cash)."""
     ledger.ensure_hold_account(session, row.owner_id, row.id, amount.currency, now)
     book = open_wallet(session, now, [row.owner_id])
     hold = book.row(ledger.hold_key(row.owner_id, row.id))
+    need = amount.micros
+    if usage_price:
+        need = max(need - grant_value(book, row.owner_id, row.gpu_model, usage_price), 0)
     draw(
         book,
         row.owner_id,
         row.gpu_model,
-        amount.micros,
+        need,
         hold.key,
         f"hold:{row.id}:{hold.credits_posted}",
         "hold",
@@ -203,9 +281,11 @@ def latest_funding(session: Session, hold_id: int) -> dict[int, int]:
 
 
 def charge(book: Book, row: InstanceRow, amount: int, id_base: str, kind: str) -> None:
-    """Charge `amount` of the instance's usage to revenue: its hold first, then its owner's
-    sources in spending order, cash taking what is left even below zero (usage already ran)."""
+    """Charge `amount` of the instance's usage to revenue: its team's grant hours first, then its
+    hold, then its owner's sources in spending order, cash taking what is left even below zero
+    (usage already ran)."""
     revenue = ledger.platform_key("revenue")
+    amount -= spend_grants(book, row, amount, id_base)
     from_hold = min(amount, max(hold_balance(book, row), 0))
     if from_hold:
         book.transfer(
