@@ -40,6 +40,13 @@ def _issue(api: Api, members: list[str], hours: int = 50_000, days: int = 30) ->
         )
 
 
+def _admin(api: Api) -> dict[str, str]:
+    email, password = api.platform.bootstrap_admin()
+    r = api.client.post("/api/v1/auth/login", json={"email": email, "password": password})
+    assert r.status_code == 200, r.text
+    return {"Authorization": f"Bearer {r.json()['api_key']}"}
+
+
 def _report(api: Api) -> grant_hours.GrantReport:
     with transaction(api.platform.sessions) as s:
         return grant_hours.report(s, "g1", api.clock.now())
@@ -93,6 +100,12 @@ def test_grant_hours_pay_matching_usage_first_then_expire(api: Api) -> None:
     assert Decimal(small["cost_so_far"]) == Decimal("1.200000")  # the A800 is not granted
     # the member paid the A800 hour only (from the trial credit); the grant paid the H100s
     assert Decimal(_balance(api, member)["available_exact"]) == Decimal(trial) - Decimal("1.20")
+    month = f"{api.clock.now():%Y-%m}"
+    st = api.client.get(f"/api/v1/statements/{month}", headers=member).json()
+    assert (st["paid_by_grants"], st["grant_card_hours"]) == ("15.200000", "8.000")
+    assert st["charged"] == "1.200000"  # what the member's own accounts paid: the A800
+    csv = api.client.get(f"/api/v1/statements/{month}?format=csv", headers=member).text
+    assert ",paid_by_grants,8.000 card-hours of team grants (not in charged)," in csv
     report = _report(api)
     assert report.status == "active"
     # 8 card-hours, up to 1 milli-GPU-second of rounding per charge
@@ -104,6 +117,16 @@ def test_grant_hours_pay_matching_usage_first_then_expire(api: Api) -> None:
     # 8 card-hours in the grant's first 3,630 s: about 190 a day
     assert 185 < Decimal(report.burn_rate_card_hours_per_day) < 195
     assert report.runs_out_at is None  # 49,992 h left would last 263 days: past the expiry
+    # the team sees the report; nobody else does; the operator sees every grant
+    mine = api.client.get("/api/v1/grants", headers=lead).json()
+    assert [(g["grant_id"], g["used_card_hours"]) for g in mine] == [("g1", "8.000")]
+    got = api.client.get("/api/v1/grants/g1", headers=member).json()
+    assert got["by_instance"][0]["name"] == "big" and got["remaining_card_hours"] == "49991.999"
+    assert api.client.get("/api/v1/grants/g1", headers=outsider).status_code == 404
+    assert api.client.get("/api/v1/grants", headers=outsider).json() == []
+    assert api.client.get("/api/v1/admin/grants", headers=member).status_code == 403
+    board = api.client.get("/api/v1/admin/grants", headers=_admin(api)).json()
+    assert (board["grants"], board["active"], board["used_card_hours"]) == (1, 1, "8.000")
     # someone outside the team pays for their own H100
     before = Decimal(_balance(api, outsider)["available_exact"])
     _launch(api, outsider, "theirs", "H100", 1)

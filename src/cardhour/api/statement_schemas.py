@@ -72,6 +72,11 @@ class StatementRead(BaseModel):
     )
     credits_used: str
     cash_used: str
+    paid_by_grants: str = Field(
+        description="Usage of your instances that team grants paid, posted in the month (not in "
+        "`charged`)."
+    )
+    grant_card_hours: str = Field(description="The card time those grants gave, in card-hours.")
     opening: BalancesRead
     closing: BalancesRead
     movements: MovementsRead

@@ -159,6 +159,8 @@ def _paid(st: StatementRead) -> None:
     out.print("[bold]charges posted in the month[/]")
     rows = [(f"  paid from {k.replace('_', ' ')}", v) for k, v in st.paid_from.items()]
     out.print(_pairs([*rows, ("  charged", st.charged)]))
+    if Money.parse(st.paid_by_grants).micros:
+        out.print(_pairs([(f"  paid by grants ({st.grant_card_hours} card-h)", st.paid_by_grants)]))
 
 
 def _balances(st: StatementRead) -> None:

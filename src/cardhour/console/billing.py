@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import InvalidInput
 from cardhour.db.models import UserRow
-from cardhour.services import statements, wallet
+from cardhour.services import grant_hours, statements, wallet
 from cardhour.services.statements import Statement
 
 MAX_MONTHS = 24  # in the picker; older months stay reachable by URL
@@ -95,6 +95,10 @@ def statement_rows(st: Statement) -> dict[str, Any]:
         "total": st.total.display(),
         "paid_from": [(k.replace("_", " "), v.display()) for k, v in st.paid_from.items()],
         "charged": st.charged.display(),
+        "paid_by_grants": st.paid_by_grants.display()
+        if st.paid_by_grants is not None and st.paid_by_grants.micros
+        else None,
+        "grant_card_hours": grant_hours.hours(st.grant_milli_gpu_seconds),
         "opening": st.opening.total.display(),
         "movements": [(label, v.display()) for label, v in movements if v.micros],
         "closing": st.closing.total.display(),

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import InvalidInput
-from cardhour.core.money import ExactCost, Money
+from cardhour.core.money import CARD_TIME_UNIT, ExactCost, Money
 from cardhour.db import snapshot
 from cardhour.db.models import InstanceRow
 from cardhour.services import metering, pricing
@@ -110,6 +110,10 @@ class Statement:
     movements: Movements
     paid_from: dict[str, Money]  # credit kinds and "cash"; sums to `charged`
     generated_at: datetime
+    # usage of the owner's instances that team grants paid, posted in the month: its worth (not
+    # in `charged`, which is what the owner's own accounts paid) and the card time it took
+    paid_by_grants: Money | None = None
+    grant_milli_gpu_seconds: int = 0
 
     @property
     def usage_total(self) -> Money:
@@ -158,6 +162,7 @@ def statement(
     accounts = {a.id: a for a in ledger_store.owned_accounts(session, user_id)}
     lines = _usage_lines(session, user_id, start, end, now, currency)
     transfers = ledger_store.list_transfers_between(session, list(accounts), start, end)
+    grants = store.grant_payments(session, user_id, start, end)
     names = store.instances_by_id(
         session, user_id, [t.ref for t in transfers if t.kind in (PLAN, PLAN_REFUND) and t.ref]
     )
@@ -175,6 +180,8 @@ def statement(
         movements=book.movements(transfers, accounts, currency),
         paid_from=book.paid_from(session, transfers, accounts, start, end, currency),
         generated_at=now,
+        paid_by_grants=Money(grants.get(currency, 0), currency),
+        grant_milli_gpu_seconds=grants.get(CARD_TIME_UNIT, 0),
     )
 
 
@@ -300,6 +307,9 @@ def to_csv(st: Statement) -> str:
     for kind, amount in st.paid_from.items():
         row("paid_from", kind, amount)
     row("charged", "usage and plan charges posted in the month", st.charged)
+    if st.paid_by_grants is not None and st.paid_by_grants.micros:
+        row("paid_by_grants", f"{st.grant_milli_gpu_seconds / 3_600_000:.3f} card-hours of "
+            "team grants (not in charged)", st.paid_by_grants)  # fmt: skip
     for part in ("cash", "credits", "held"):
         row("opening_balance", part, getattr(st.opening, part))
     row("opening_balance", "total", st.opening.total)

@@ -37,6 +37,26 @@ def instances_by_id(session: Session, owner_id: str, ids: Sequence[str]) -> dict
     return {row.id: row for row in session.scalars(stmt)}
 
 
+def grant_payments(
+    session: Session, owner_id: str, start: datetime, end: datetime
+) -> dict[str, int]:
+    """unit -> amount of the `grant_use` transfers for the owner's instances posted in
+    [start, end): the money grants paid (the currency) and the card time it took (`MGS`)."""
+    t, i = LedgerTransferRow, InstanceRow
+    stmt = (
+        select(t.currency, func.sum(t.amount))
+        .join(i, i.id == t.ref)
+        .where(
+            t.kind == "grant_use",
+            i.owner_id == owner_id,
+            t.created_at >= start,
+            t.created_at < end,
+        )
+        .group_by(t.currency)
+    )
+    return {unit: int(amount) for unit, amount in session.execute(stmt)}
+
+
 def balances_before(session: Session, account_ids: Sequence[int], when: datetime) -> dict[int, int]:
     """Per account, credits − debits of the transfers posted before `when` (0 when none)."""
     if not account_ids:

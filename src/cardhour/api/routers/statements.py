@@ -16,7 +16,8 @@ from cardhour.api.statement_schemas import (
     UsageLineRead,
 )
 from cardhour.core.errors import InvalidInput
-from cardhour.services import statements
+from cardhour.core.money import Money
+from cardhour.services import grant_hours, statements
 from cardhour.services.statements import Balances, Statement
 
 router = APIRouter(tags=["billing"])
@@ -118,6 +119,8 @@ def statement_read(st: Statement) -> StatementRead:
         paid_from={k: v.exact_str() for k, v in st.paid_from.items()},
         credits_used=st.credits_used.exact_str(),
         cash_used=st.cash_used.exact_str(),
+        paid_by_grants=(st.paid_by_grants or Money.zero(st.currency)).exact_str(),
+        grant_card_hours=grant_hours.hours(st.grant_milli_gpu_seconds),
         opening=_balances(st.opening),
         closing=_balances(st.closing),
         movements=MovementsRead(
