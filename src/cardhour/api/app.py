@@ -9,13 +9,17 @@ from cardhour.api import errors
 from cardhour.api.routers import (
     admin,
     admin_billing,
+    admin_proposals,
     auth,
     billing,
     estimate,
+    grants,
     health,
     instances,
     offers,
     payments,
+    proposals,
+    reviews,
     statements,
 )
 from cardhour.console.routes import mount_console
@@ -41,6 +45,10 @@ def create_app(platform: Platform) -> FastAPI:
         instances,
         admin,
         admin_billing,
+        admin_proposals,
+        grants,
+        proposals,
+        reviews,
         payments,
         statements,
         health,

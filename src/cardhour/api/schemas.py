@@ -37,6 +37,11 @@ class UserRead(BaseModel):
     created_at: datetime
 
 
+class RoleSet(BaseModel):
+    email: str = Field(examples=["rev@example.com"])
+    role: str = Field(description="user | reviewer | admin", examples=["reviewer"])
+
+
 class AuthRead(BaseModel):
     api_key: str = Field(description="Shown once; only its hash is stored.")
     user: UserRead

@@ -17,6 +17,8 @@ from cardhour.cli import (
     auth,
     balance,
     estimate,
+    grants,
+    grants_review,
     instances,
     launch,
     offers,
@@ -90,6 +92,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "up": up.up,
     "simulate": simulate.simulate,
     "estimate": estimate.estimate,
+    "notifications": grants.notifications,
 }
 for _name, _command in COMMANDS.items():
     app.command(_name)(_one_line_errors(_command))
@@ -101,9 +104,28 @@ ADMIN_COMMANDS: dict[str, Callable[..., None]] = {"defrag": admin.defrag}
 ADMIN_COMMANDS["topup"] = admin.topup
 ADMIN_COMMANDS["price"] = prices.set_price
 ADMIN_COMMANDS["credit"] = prices.grant_credit
+ADMIN_COMMANDS["role"] = grants_review.role
 for _name, _command in ADMIN_COMMANDS.items():
     admin_app.command(_name)(_one_line_errors(_command))
 app.add_typer(admin_app, name="admin")
+
+grants_app = typer.Typer(
+    name="grants", help="Sponsorship proposals: apply, review, decide.", no_args_is_help=True
+)
+GRANTS_COMMANDS: dict[str, Callable[..., None]] = {
+    "apply": grants.apply,
+    "edit": grants.edit,
+    "submit": grants.submit,
+    "withdraw": grants.withdraw,
+    "status": grants.status,
+    "review": grants_review.review,
+    "assign": grants_review.assign,
+    "decide": grants_review.decide,
+    "list": grants_review.list_all,
+}
+for _name, _command in GRANTS_COMMANDS.items():
+    grants_app.command(_name)(_one_line_errors(_command))
+app.add_typer(grants_app, name="grants")
 
 ledger_app = typer.Typer(
     name="ledger", help="The ledger, on the server's own database.", no_args_is_help=True

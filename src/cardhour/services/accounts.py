@@ -25,7 +25,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MIN_PASSWORD = 8
 MAX_PASSWORD = 1024
 SESSION_LIFETIME = timedelta(days=7)
-ROLES = ("user", "admin")
+ROLES = ("user", "reviewer", "admin")  # a reviewer scores the proposals assigned to them
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,28 @@ def get_user(session: Session, user_id: str) -> UserRow | None:
 def require_admin(user: UserRow) -> None:
     if user.role != "admin":
         raise Forbidden("this action needs the admin role")
+
+
+def require_reviewer(user: UserRow) -> None:
+    if user.role != "reviewer":
+        raise Forbidden("this action needs the reviewer role")
+
+
+def set_role(session: Session, admin: UserRow, email: str, role: str) -> UserRow:
+    """Give the account `email` the role `role` (admins only). An admin cannot change their own
+    role, so the last admin cannot lock everyone out by mistake."""
+    require_admin(admin)
+    role = (role or "").strip().lower()
+    if role not in ROLES:
+        raise InvalidInput(f"unknown role {role!r}; roles: {', '.join(ROLES)}", field="role")
+    user = store.get_user_by_email(session, (email or "").strip())
+    if user is None:
+        raise InvalidInput(f"no account for {email!r}", field="email")
+    if user.id == admin.id and role != user.role:
+        raise Conflict("an admin cannot change their own role", field="email")
+    user.role = role
+    session.flush()
+    return user
 
 
 def ensure_admin(

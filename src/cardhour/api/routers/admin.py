@@ -79,3 +79,11 @@ def top_up(
         )
 
     return idem.run_user(ctx, credit, status_code=201)
+
+
+@router.post("/users/role", response_model=schemas.UserRead)
+def set_role(body: schemas.RoleSet, ctx: Ctx = Depends(get_ctx)) -> schemas.UserRead:
+    """Give an account a role: `user`, `reviewer` (scores the proposals assigned to them) or
+    `admin`. An admin cannot change their own role."""
+    with ctx.user_tx() as (session, user):
+        return convert.user(accounts.set_role(session, user, body.email, body.role))
