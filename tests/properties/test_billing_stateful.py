@@ -221,8 +221,13 @@ class BillingMachine(BillingWorld):
         price=st.sampled_from(PRICES),
         delay=st.sampled_from([0, 1, 7, 30, 90, 600]),
     )
-    def change_price(self, gpu: str, where: str | None, price: str, delay: int) -> None:
-        """A new price for `gpu` (in `where`, or everywhere it is offered), from now or later."""
+    def change_price(
+        self, gpu: str, where: str | None, price: str, delay: int, before_reconcile: bool = False
+    ) -> None:
+        """A new price for `gpu` (in `where`, or everywhere it is offered), from now or later.
+        It counts as set in this step, so a placement seen at the end of the step came before
+        it at the same instant, unless `before_reconcile`: the step then places after setting
+        it (the book then records it as set in the step before)."""
         assert self.platform is not None
         where = where if where in self.dcs[gpu] else None
         now = self.clock.now()
@@ -235,7 +240,8 @@ class BillingMachine(BillingWorld):
             )
         for row in rows:
             assert row.data_centre is not None
-            self.book.add(gpu, row.data_centre, when, Money.parse(price).micros, self.step_no + 1)
+            step = self.step_no if before_reconcile else self.step_no + 1
+            self.book.add(gpu, row.data_centre, when, Money.parse(price).micros, step)
 
     @rule(
         seconds=st.integers(1, 60) | st.integers(1, 60) | st.integers(61, 600), settle=st.booleans()
@@ -276,7 +282,7 @@ class BillingMachine(BillingWorld):
         price for a model that is running takes effect just before, so the pass splits segments."""
         seconds = min(seconds, RECONCILE_EVERY - self.since_reconcile)
         if reprice is not None and self.running_gpus:
-            self.change_price(min(self.running_gpus), None, reprice, seconds // 2)
+            self.change_price(min(self.running_gpus), None, reprice, seconds // 2, True)
         self.clock.advance(seconds)
         self.since_reconcile += seconds
         owner, name = CRASH_POINTS[point]
