@@ -6,29 +6,17 @@ estimator, whose results follow the form.
 
 from __future__ import annotations
 
-import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from playwright import sync_api
 
-from cardhour.api.app import create_app
 from cardhour.platform import Platform
 from cardhour.settings import Settings
+from tests.console.browser import launch, live_server
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.browser
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -39,39 +27,13 @@ def server(database_url: str, tmp_path: Path) -> Iterator[str]:
         sim={"provision_seconds": 1},
         reconcilers={"interval_seconds": 0.2},
     )
-    platform = Platform(settings)
-    platform.start()
-    port = _free_port()
-    config = uvicorn.Config(create_app(platform), host="127.0.0.1", port=port, log_level="warning")
-    web = uvicorn.Server(config)
-    thread = threading.Thread(target=web.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not web.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert web.started, "server did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        web.should_exit = True
-        thread.join(timeout=10)
-        platform.stop()
+    with live_server(Platform(settings)) as url:
+        yield url
 
 
 def test_signup_launch_running_in_chromium(server: str) -> None:
-    assert Path(CHROMIUM).exists(), "Debian chromium missing: make test installs it"
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = launch(pw)
         page = browser.new_page()
         page.set_default_timeout(15_000)
         page.goto(f"{server}/signup")

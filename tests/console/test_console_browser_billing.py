@@ -8,19 +8,16 @@ long enough that it is not stopped during the test.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from playwright import sync_api
 
-from cardhour.api.app import create_app
 from cardhour.platform import Platform
 from cardhour.settings import Settings
-from tests.console.test_console_browser import CHROMIUM, _free_port
+from tests.console.browser import launch, live_server
 
 pytestmark = pytest.mark.browser
 
@@ -35,34 +32,14 @@ def short_money_server(database_url: str, tmp_path: Path) -> Iterator[str]:
         reconcilers={"interval_seconds": 0.2, "charge_interval_seconds": 1},
         billing={"low_balance_warning_seconds": 7200, "autostop_grace_seconds": 3600},
     )
-    platform = Platform(settings)
-    platform.start()
-    port = _free_port()
-    config = uvicorn.Config(create_app(platform), host="127.0.0.1", port=port, log_level="warning")
-    web = uvicorn.Server(config)
-    thread = threading.Thread(target=web.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not web.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert web.started, "server did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        web.should_exit = True
-        thread.join(timeout=10)
-        platform.stop()
+    with live_server(Platform(settings)) as url:
+        yield url
 
 
 def test_billing_page_and_low_balance_banner_in_chromium(short_money_server: str) -> None:
     server = short_money_server
-    assert Path(CHROMIUM).exists(), "Debian chromium missing: make test installs it"
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )  # fmt: skip
+        browser = launch(pw)
         page = browser.new_page()
         page.set_default_timeout(15_000)
         page.goto(f"{server}/signup")
