@@ -143,6 +143,11 @@ def test_applicant_drafts_edits_submits_and_withdraws(cast: Cast) -> None:
         "/grants/new", 400, files={"document": ("x.pdf", b"hello", "application/pdf")}, **_form()
     )
     assert "not a PDF" in _error(not_pdf)
+    huge = PDF + b"0" * (5 * 1024 * 1024)
+    too_big = alice.post(
+        "/grants/new", 413, files={"document": ("x.pdf", huge, "application/pdf")}, **_form()
+    )
+    assert "larger than 5 MiB" in _error(too_big)
     forged = alice.client.post("/grants/new", data={**_form(), "csrf": "nope"})
     assert forged.status_code == 403 and "form expired" in forged.text
     assert 'data-testid="no-proposals"' in alice.get("/grants")  # nothing was saved
