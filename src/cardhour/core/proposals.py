@@ -110,7 +110,7 @@ def transition(current: str, action: Action) -> ProposalStatus:
     if new not in ALLOWED_TRANSITIONS[status]:
         raise InvalidTransition(
             f"cannot {action.value.replace('_', ' ')} a proposal that is {status.value}",
-            status=status.value,
+            state=status.value,
             action=action.value,
         )
     return new
@@ -120,7 +120,7 @@ def check_editable(current: str) -> None:
     status = ProposalStatus(current)
     if status not in EDITABLE:
         hint = "; withdraw it first" if status == ProposalStatus.SUBMITTED else ""
-        raise NotEditable(f"a {status.value} proposal cannot be edited{hint}", status=status.value)
+        raise NotEditable(f"a {status.value} proposal cannot be edited{hint}", state=status.value)
 
 
 def check_hours(hours: int, at_most: int = MAX_CARD_HOURS) -> int:
