@@ -208,7 +208,15 @@ class BillingMachine(BillingWorld):
         r = self._post(f"/api/v1/instances/{inst.id}/start", inst.owner.headers, None, twice)
         assert r.status_code in (200, 402, 409), r.text
         if r.status_code == 402:
-            assert spendable < self._hold_for(inst.gpu, inst.count, "on_demand")
+            assert spendable < self._start_hold(inst)
+
+    def _start_hold(self, inst: Instance) -> int:
+        """What a start sets aside: a monthly plan that never began holds its 30 days again at
+        the launch's price; anything else an hour on demand."""
+        if inst.plan == "monthly" and inst.id not in self.plans_seen:
+            assert inst.held_monthly_micros is not None
+            return inst.held_monthly_micros * inst.count * model.PLAN_HOURS
+        return self._hold_for(inst.gpu, inst.count, "on_demand")
 
     @rule(inst=instances)
     def terminate(self, inst: Instance) -> None:
