@@ -372,10 +372,11 @@ class BillingWorld(RuleBasedStateMachine):
         )
 
     def _check_plan(self, inst: Instance, h: model.History, paid: int) -> None:
-        """Charged once, at the monthly price where it first ran, when it was placed there."""
+        """Charged once, at the monthly price where it first ran, when it was placed there, never
+        above the plan price held at launch (a start after a stop holds that price again)."""
         attempt = h.intervals[0].attempt
         price = model.monthly(self._placement_price(inst, h, attempt), self.discount)
-        if attempt == 1 and inst.held_monthly_micros is not None:
+        if inst.held_monthly_micros is not None:
             price = min(price, inst.held_monthly_micros)
         assert paid == price * inst.count * model.PLAN_HOURS, (inst, paid, price)
 

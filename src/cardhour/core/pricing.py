@@ -68,12 +68,13 @@ class PriceHistory:
     def next_change(
         self, gpu_model: str, data_centre: str, after: datetime, until: datetime
     ) -> PriceVersion | None:
-        """The first version with `after < effective_from <= until`, if any."""
+        """The version in force from the first change with `after < effective_from <= until`,
+        if any (of several from the same instant, the last set, as `at` gives)."""
         key = (gpu_model, data_centre)
         starts = self._starts.get(key, [])
         i = bisect.bisect_right(starts, after)
         if i < len(starts) and starts[i] <= until:
-            return self._versions[key][i]
+            return self._versions[key][bisect.bisect_right(starts, starts[i]) - 1]
         return None
 
     def highest(self, gpu_model: str, data_centres: Iterable[str], when: datetime) -> Money:
