@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import uuid
 from dataclasses import dataclass
-from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from tests.conftest import Api
@@ -94,36 +91,3 @@ def make_cast(api: Api) -> Cast:
         )
         assert r.status_code == 200 and r.json()["role"] == "reviewer", r.text
     return Cast(api, admin, emails=emails, **heads)
-
-
-def ensure_grant_hours(monkeypatch: Any) -> None:
-    """Until `cardhour.services.grant_hours` exists, a tiny in-memory stand-in with its
-    signature (`issue`, `report`, `grants_of`); with the real module this does nothing."""
-    if importlib.util.find_spec("cardhour.services.grant_hours") is not None:
-        return
-    grants: dict[str, SimpleNamespace] = {}
-
-    def issue(_session: Any, *, grant_id: str, member_ids: list[str], **terms: Any) -> Any:
-        terms.pop("now")
-        row = grants.setdefault(
-            grant_id,
-            SimpleNamespace(
-                id=grant_id,
-                members=member_ids,
-                account_key=f"grant:{grant_id}",
-                **{**terms, "gpu_models": ",".join(terms["gpu_models"])},
-            ),
-        )
-        return row
-
-    def report(_session: Any, grant_id: str, _now: Any) -> Any:
-        row = grants[grant_id]
-        data = {"grant_id": grant_id, "granted_card_hours": f"{row.card_hours}.000"}
-        return SimpleNamespace(to_dict=lambda: data)
-
-    def grants_of(_session: Any, user_id: str) -> list[Any]:
-        return [g for g in grants.values() if user_id in g.members]
-
-    shim = ModuleType("cardhour.services.grant_hours")
-    shim.__dict__.update(issue=issue, report=report, grants_of=grants_of)
-    monkeypatch.setitem(sys.modules, "cardhour.services.grant_hours", shim)

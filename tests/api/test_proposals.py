@@ -3,20 +3,20 @@ limits, the PDF, tenant isolation and the notification outbox."""
 
 from __future__ import annotations
 
-import importlib
+from datetime import UTC, datetime
 
 import pytest
 
+from cardhour.core.money import MILLI_GPU_SECONDS_PER_CARD_HOUR
 from cardhour.core.proposals import MAX_DOCUMENT_BYTES
 from cardhour.db.engine import transaction
-from cardhour.services import accounts
-from tests.api.proposal_helpers import PDF, Cast, ensure_grant_hours, make_cast
+from cardhour.services import accounts, grant_hours, ledger
+from tests.api.proposal_helpers import PDF, Cast, make_cast
 from tests.conftest import Api
 
 
 @pytest.fixture
 def cast(api: Api, monkeypatch: pytest.MonkeyPatch) -> Cast:
-    ensure_grant_hours(monkeypatch)
     return make_cast(api)
 
 
@@ -24,7 +24,9 @@ def _user_id(cast: Cast, who: dict[str, str]) -> str:
     return str(cast.get(who, "/auth/me")["id"])
 
 
-def test_full_path_80000_h100_two_reviews_approve_50000_issues_the_grant(cast: Cast) -> None:
+def test_full_path_80000_h100_two_reviews_approve_50000_h100_spends_grant_a800_cash_expiry(
+    cast: Cast,
+) -> None:
     p = cast.draft()
     assert (p["status"], p["card_hours"], p["gpu_models"]) == ("draft", 80_000, ["H100"])
     assert sorted(p["members"]) == sorted([cast.emails["alice"], cast.emails["bob"]])
@@ -63,7 +65,6 @@ def test_full_path_80000_h100_two_reviews_approve_50000_issues_the_grant(cast: C
     assert (proposal["status"], proposal["approved_hours"]) == ("approved", 50_000)
     assert len(proposal["reviews"]) == 2 and proposal["reviews_count"] == 2
 
-    grant_hours = importlib.import_module("cardhour.services.grant_hours")
     team = [_user_id(cast, who) for who in (cast.alice, cast.bob)]
     stranger = _user_id(cast, cast.stranger)
     with transaction(cast.api.platform.sessions) as s:
@@ -73,6 +74,7 @@ def test_full_path_80000_h100_two_reviews_approve_50000_issues_the_grant(cast: C
                 (f"proposal-{pid}", 50_000, pid)
             ]
         assert grant_hours.grants_of(s, stranger) == []
+    _spend_then_expire(cast, grant["id"])
 
     shown = cast.get(cast.alice, f"/proposals/{pid}")
     assert shown["grant"]["granted_card_hours"].startswith("50000")
@@ -83,6 +85,48 @@ def test_full_path_80000_h100_two_reviews_approve_50000_issues_the_grant(cast: C
         f"/api/v1/admin/proposals/{pid}/decision", headers=cast.admin, json={"decision": "approve"}
     )
     assert cast.error(r) == (409, "invalid_transition")
+
+
+def _spend_then_expire(cast: Cast, grant_id: str) -> None:
+    """The approved grant in use: from the period's start a member's H100 hour is paid in grant
+    hours (their money untouched) while an A800 hour is paid in cash; at the period's end the
+    rest expires, and the ledger balances throughout."""
+    api, bob = cast.api, cast.bob
+    api.settle((datetime(2026, 2, 1, tzinfo=UTC) - api.clock.now()).total_seconds())
+    assert cast.get(bob, f"/grants/{grant_id}")["status"] == "active"
+    api.top_up(bob, "10")  # the 10 CNY trial credit ran out after 30 days: this is cash
+    balance = cast.get(bob, "/balance")
+    assert (balance["cash"], balance["trial_credit"]) == ("10.00", "0.00")
+    for name, gpu in (("fold", "H100"), ("baseline", "A800")):
+        cast.post(bob, "/instances", {"gpu": gpu, "count": 1, "name": name}, status=201)
+    api.settle()
+    api.settle(30)  # both running from here
+    for _ in range(12):
+        api.settle(300)
+    for name in ("fold", "baseline"):
+        cast.post(bob, f"/instances/{name}/stop")
+    api.settle()
+    fold, baseline = (cast.get(bob, f"/instances/{n}") for n in ("fold", "baseline"))
+    assert (fold["status"], baseline["status"]) == ("stopped", "stopped")
+    assert (fold["cost_so_far"], baseline["cost_so_far"]) == ("1.900000", "1.200000")
+    assert cast.get(bob, "/balance")["available_exact"] == "8.800000"  # the A800 hour only
+    report = cast.get(cast.alice, f"/grants/{grant_id}")
+    assert report["used_card_hours"] == "1.000"  # within a milli-GPU-second a charge
+    assert [line["name"] for line in report["by_instance"]] == ["fold"]
+    assert [line["name"] for line in report["by_member"]] == [cast.emails["bob"]]
+    assert cast.get(cast.stranger, f"/grants/{grant_id}", status=404)
+
+    api.settle((datetime(2026, 8, 1, 0, 0, 1, tzinfo=UTC) - api.clock.now()).total_seconds())
+    report = cast.get(cast.alice, f"/grants/{grant_id}")
+    assert (report["status"], report["remaining_milli_gpu_seconds"]) == ("expired", 0)
+    assert report["used_milli_gpu_seconds"] + report["expired_milli_gpu_seconds"] == (
+        50_000 * MILLI_GPU_SECONDS_PER_CARD_HOUR
+    )
+    board = cast.get(cast.admin, "/admin/grants")
+    assert (board["granted_card_hours"], board["used_card_hours"]) == ("50000.000", "1.000")
+    with transaction(api.platform.sessions) as s:
+        check = ledger.verify(s)
+    assert check.balanced, check.problems
 
 
 def test_a_conflicted_reviewer_cannot_score_and_their_score_stops_counting(cast: Cast) -> None:

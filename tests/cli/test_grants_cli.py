@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from cardhour.cli import grants, grants_review
 from cardhour.cli.main import app
 from cardhour.client import CardhourClient
-from tests.api.proposal_helpers import PDF, Cast, ensure_grant_hours, make_cast
+from tests.api.proposal_helpers import PDF, Cast, make_cast
 from tests.conftest import Api
 
 
@@ -29,7 +29,6 @@ class As:
 
 @pytest.fixture
 def world(api: Api, monkeypatch: pytest.MonkeyPatch) -> tuple[Cast, As, CliRunner]:
-    ensure_grant_hours(monkeypatch)
     cast = make_cast(api)
     who = As(cast)
 

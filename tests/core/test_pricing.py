@@ -29,4 +29,6 @@ def test_of_two_versions_from_one_instant_the_later_set_is_in_force_and_is_the_c
 def test_next_change_is_none_past_until_and_at_its_own_start():
     book = _history(("0.60", 0), ("7.77", 60))
     assert book.next_change("H100", "bj1", T0, T0 + timedelta(seconds=59)) is None
-    assert book.next_change("H100", "bj1", T0 + timedelta(seconds=60), T0 + timedelta(hours=1)) is None
+    assert (
+        book.next_change("H100", "bj1", T0 + timedelta(seconds=60), T0 + timedelta(hours=1)) is None
+    )

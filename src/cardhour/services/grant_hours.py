@@ -23,12 +23,12 @@ from sqlalchemy.orm import Session
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import Conflict, InvalidInput, NotFound
 from cardhour.core.money import CARD_TIME_UNIT, MILLI_GPU_SECONDS_PER_CARD_HOUR, Money
+from cardhour.core.proposals import MAX_CARD_HOURS
 from cardhour.db.models import GrantRow
 from cardhour.services import ledger
 from cardhour.store import grants as store
 from cardhour.store import users as user_store
 
-MAX_CARD_HOURS = 100_000
 #: The window the burn rate is measured over.
 BURN_WINDOW = timedelta(days=7)
 

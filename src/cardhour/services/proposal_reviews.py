@@ -22,7 +22,7 @@ from cardhour.core.errors import InvalidInput, InvalidTransition, NotFound
 from cardhour.core.proposals import Action, ConflictOfInterest, ProposalStatus
 from cardhour.db.models import UserRow
 from cardhour.db.proposal_models import ProposalReviewerRow, ProposalReviewRow, ProposalRow
-from cardhour.services import accounts, notifications
+from cardhour.services import accounts, grant_hours, notifications
 from cardhour.services import proposals as team_side
 from cardhour.store import proposals as store
 
@@ -221,7 +221,7 @@ def _issue(
     row.approved_hours = hours
     row.approved_gpu_models = ",".join(models)
     row.grant_id = f"proposal-{row.id}"
-    return team_side.grant_hours().issue(
+    return grant_hours.issue(
         session,
         grant_id=row.grant_id,
         proposal_id=row.id,

@@ -9,7 +9,6 @@ gets `not_found`, so a proposal's existence does not leak.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,7 +29,7 @@ from cardhour.db.proposal_models import (
     ProposalReviewRow,
     ProposalRow,
 )
-from cardhour.services import notifications
+from cardhour.services import grant_hours, notifications
 from cardhour.services.ids import new_id
 from cardhour.store import proposals as store
 
@@ -68,11 +67,6 @@ class ProposalView:
     reviewers: list[tuple[ProposalReviewerRow, UserRow]] | None = None
     reviews: list[tuple[ProposalReviewRow, UserRow]] | None = None
     grant: dict[str, Any] | None = field(default=None)
-
-
-def grant_hours() -> Any:
-    """The grant-hours service (`issue`, `report`, `grants_of`), imported when first needed."""
-    return importlib.import_module("cardhour.services.grant_hours")
 
 
 def models_of(csv: str | None) -> list[str]:
@@ -297,7 +291,7 @@ def view(session: Session, row: ProposalRow, viewer: UserRow, now: datetime) -> 
         reviews = [(r, u) for r, u in current if u.id == viewer.id]
     grant = None
     if row.grant_id is not None and row.status == ProposalStatus.APPROVED:
-        grant = grant_hours().report(session, row.grant_id, now).to_dict()
+        grant = grant_hours.report(session, row.grant_id, now).to_dict()
     return ProposalView(
         row=row,
         members=[u.email for u in store.members(session, row.id)],
