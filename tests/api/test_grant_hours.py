@@ -209,6 +209,34 @@ def test_issue_checks_terms_and_is_idempotent(api: Api) -> None:
         account = grant_store.account(s, ledger.grant_hours_key("g1"))
         assert account is not None and ledger.balance_of(account) == 50_000 * HOUR
     _verified(api)
+    api.settle(31 * 86_400)  # a retried approval after the period ended gets the same grant
+    with transaction(api.platform.sessions) as s:
+        again = grant_hours.issue(
+            s,
+            grant_id="g1",
+            proposal_id=None,
+            title="Protein folding at scale",
+            member_ids=[member],
+            card_hours=50_000,
+            gpu_models=("H100",),
+            valid_from=now,
+            expires_at=now + timedelta(days=30),
+            now=api.clock.now(),
+        )
+        assert again.id == "g1"
+        with pytest.raises(InvalidInput, match="cannot expire before it is issued"):
+            grant_hours.issue(
+                s,
+                grant_id="g3",
+                proposal_id=None,
+                title="t",
+                member_ids=[member],
+                card_hours=1,
+                gpu_models=("H100",),
+                valid_from=now,
+                expires_at=now + timedelta(days=30),
+                now=api.clock.now(),
+            )
 
 
 @pytest.mark.parametrize("price", [1, 7, 1_900_000, 250_000_000])

@@ -117,6 +117,43 @@ def test_a_transfer_the_balances_never_saw(api: Api, database_url: str) -> None:
     assert cash in named and revenue in named, payload["problems"]
 
 
+def test_transfers_between_money_and_card_time_are_named_even_when_each_unit_sums(
+    api: Api, database_url: str
+) -> None:
+    """1.00 CNY of cash into the card-time pool and on to revenue: totals kept consistent and
+    each unit's debits equal its credits, yet money became card time and back."""
+    alice, _ = activity(api)
+    cash, pool = ledger.user_key(alice, "cash"), ledger.platform_key("grant_hours_pool")
+    revenue = ledger.platform_key("revenue")
+    for n, (d, c) in enumerate(((cash, pool), (pool, revenue))):
+        execute(
+            api,
+            "INSERT INTO ledger_transfers "
+            "(id, debit_account_id, credit_account_id, amount, currency, kind, created_at) "
+            "SELECT :id, d.id, c.id, 1000000, 'CNY', 'usage', :now "
+            "FROM ledger_accounts d, ledger_accounts c WHERE d.key = :d AND c.key = :c",
+            id=f"forged-{n}",
+            d=d,
+            c=c,
+            now=api.clock.now(),
+        )
+        execute(
+            api,
+            "UPDATE ledger_accounts SET debits_posted = debits_posted + 1000000 WHERE key = :k",
+            k=d,
+        )
+        execute(
+            api,
+            "UPDATE ledger_accounts SET credits_posted = credits_posted + 1000000 WHERE key = :k",
+            k=c,
+        )
+    payload = as_json(database_url, 1)
+    assert sorted(payload["problems"]) == [
+        "transfer forged-0 moves between units",
+        "transfer forged-1 moves between units",
+    ], payload["problems"]
+
+
 def test_overspent_credit_is_a_violation(api: Api, database_url: str) -> None:
     """Consistent totals, but trial credit spent past zero: the invariant itself is broken."""
     _, bob = activity(api)

@@ -69,8 +69,6 @@ def issue(
     valid_from, expires_at = as_utc(valid_from), as_utc(expires_at)
     models = tuple(sorted(set(gpu_models)))
     _check_terms(card_hours, models, valid_from, expires_at)
-    if expires_at <= now:
-        raise InvalidInput("a grant cannot expire before it is issued")
     members = sorted(set(member_ids))
     if not members:
         raise InvalidInput("a grant has at least one member")
@@ -85,7 +83,9 @@ def issue(
         ) == (card_hours, ",".join(models), valid_from, expires_at, members)
         if not same:
             raise Conflict(f"grant {grant_id} exists with different terms")
-        return existing
+        return existing  # a retry after the period ended still gets the grant it issued
+    if expires_at <= now:
+        raise InvalidInput("a grant cannot expire before it is issued")
     for user_id in members:
         if user_store.get_user(session, user_id) is None:
             raise NotFound(f"no user {user_id}")

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import Conflict, InvalidInput
-from cardhour.core.money import Money
+from cardhour.core.money import CARD_TIME_UNIT, Money
 from cardhour.db.models import LedgerAccountRow, LedgerTransferRow
 from cardhour.store import ledger as store
 
@@ -124,8 +124,12 @@ def ensure_account(
 
 
 def ensure_platform_accounts(session: Session, currency: str) -> None:
+    """The platform's money accounts in `currency` and its card-time accounts (opened at boot,
+    so two first grants approved at once do not both insert them)."""
     for kind in PLATFORM_KINDS:
         _ensure(session, platform_key(kind), kind, currency, None)
+    for kind in PLATFORM_CARD_TIME_KINDS:
+        _ensure(session, platform_key(kind), kind, CARD_TIME_UNIT, None)
 
 
 def open_user_accounts(session: Session, user_id: str, currency: str, now: datetime) -> None:
@@ -367,11 +371,13 @@ class Verification:
 
 def verify(session: Session) -> Verification:
     """Recompute every account from the transfers and check the ledger's invariants:
-    each account's cached totals equal its transfers, debits equal credits, no transfer is
-    non-positive, no credit or hold account is below zero."""
+    each account's cached totals equal its transfers, debits equal credits in each unit, no
+    transfer is non-positive or moves between units (money and card time), no credit or hold
+    account is below zero. `total_debits`/`total_credits` add every unit together."""
     accounts = store.list_accounts(session)
     count, debits, credits, bad = store.transfer_sums(session)
     problems = [f"transfer {t} has a non-positive amount" for t in bad]
+    problems += [f"transfer {t} moves between units" for t in store.cross_unit_transfers(session)]
     negative_credit = negative_hold = 0
     for a in accounts:
         if (a.debits_posted, a.credits_posted) != (debits.get(a.id, 0), credits.get(a.id, 0)):

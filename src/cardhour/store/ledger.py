@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import RowMapping, Table, func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from cardhour.db import bulk
 from cardhour.db.locking import for_update
@@ -115,6 +115,19 @@ def transfer_sums(session: Session) -> tuple[int, dict[int, int], dict[int, int]
     count = session.scalar(select(func.count()).select_from(t)) or 0
     bad = list(session.scalars(select(t.id).where(t.amount <= 0).limit(100)))
     return count, debits, credits, bad
+
+
+def cross_unit_transfers(session: Session, limit: int = 100) -> list[str]:
+    """Ids of transfers whose two accounts, or the transfer itself, are in different units."""
+    t, debit, credit = LedgerTransferRow, aliased(LedgerAccountRow), aliased(LedgerAccountRow)
+    stmt = (
+        select(t.id)
+        .join(debit, debit.id == t.debit_account_id)
+        .join(credit, credit.id == t.credit_account_id)
+        .where(or_(debit.currency != credit.currency, t.currency != debit.currency))
+        .limit(limit)
+    )
+    return list(session.scalars(stmt))
 
 
 def list_transfers_between(
