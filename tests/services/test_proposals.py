@@ -3,9 +3,7 @@ the outbox drains."""
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -16,7 +14,7 @@ from cardhour.db.engine import transaction
 from cardhour.db.models import UserRow
 from cardhour.db.proposal_models import NotificationRow, ProposalEventRow
 from cardhour.platform import Platform
-from cardhour.services import accounts, notifications, proposal_reviews, proposals
+from cardhour.services import accounts, grant_hours, notifications, proposal_reviews, proposals
 from cardhour.services.proposals import ProposalInput
 
 
@@ -67,9 +65,7 @@ def test_a_failed_grant_issue_leaves_the_proposal_undecided(
     def issue(*_args: Any, **_kwargs: Any) -> Any:
         raise InvalidInput("the grant pool is closed")
 
-    broken = ModuleType("cardhour.services.grant_hours")
-    broken.__dict__["issue"] = issue
-    monkeypatch.setitem(sys.modules, "cardhour.services.grant_hours", broken)
+    monkeypatch.setattr(grant_hours, "issue", issue)
     now = platform.clock.now()
     with pytest.raises(InvalidInput), transaction(platform.sessions) as s:
         proposal_reviews.decide(s, platform.catalog, users["admin"], pid, "approve", now, 50_000)
