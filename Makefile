@@ -4,6 +4,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+# pytest-xdist workers: the billing property test alone takes ~8 min, the rest ~10 min on 2 cores
+TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
@@ -35,7 +37,7 @@ browser-deps:
 
 # Lint, type check, then the whole suite on SQLite and on a throwaway PostgreSQL.
 test: $(STAMP) lint typecheck browser-deps
-	scripts/with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
+	scripts/with-postgres.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The scheduler against the FGD paper's numbers plus its own targets; writes
 # docs/benchmarks/scheduler.md. BENCH_ARGS="--quick" for a short run (see bench/README.md).

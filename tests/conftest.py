@@ -1,26 +1,30 @@
 """Shared fixtures: every DB test runs on SQLite and on PostgreSQL.
 
 PostgreSQL: `make test` starts a throwaway server and sets CARDHOUR_TEST_PG_URL (a maintenance
-URL, e.g. postgresql://postgres@127.0.0.1:PORT/postgres); each test gets a fresh database.
+URL, e.g. postgresql://postgres@127.0.0.1:PORT/postgres); each test gets a fresh database,
+copied from one migrated once per session (`SchemaTemplates`).
 Without it the PostgreSQL half is skipped, loudly, and `make test` never runs that way.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from argon2 import PasswordHasher
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 
 from cardhour.api.app import create_app
 from cardhour.core.clock import ManualClock
 from cardhour.core.money import Money
-from cardhour.db.engine import transaction
+from cardhour.db.engine import make_engine, transaction
+from cardhour.db.migrate import upgrade
 from cardhour.platform import Platform
 from cardhour.services import accounts, ledger
 from cardhour.settings import Settings
@@ -28,21 +32,79 @@ from cardhour.settings import Settings
 PG_URL = os.environ.get("CARDHOUR_TEST_PG_URL")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def _pg_admin() -> Engine:
+    assert PG_URL
+    return create_engine(
+        PG_URL.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
+    )
+
+
+@dataclass
+class SchemaTemplates:
+    """Databases migrated once per test session (per xdist worker), copied for each test:
+    SQLite by its backup API, PostgreSQL by `CREATE DATABASE … TEMPLATE`. A copy costs a few
+    milliseconds where running the migrations costs ~0.2 s (SQLite) and ~0.5 s (PostgreSQL)."""
+
+    root: Path
+    sqlite: Path | None = None
+    postgresql: str | None = None  # the template database's name
+
+    def sqlite_copy(self, dest: Path) -> str:
+        if self.sqlite is None:
+            path = self.root / "template.sqlite"
+            engine = make_engine(f"sqlite:///{path}")
+            upgrade(engine)
+            engine.dispose()
+            self.sqlite = path
+        src, dst = sqlite3.connect(self.sqlite), sqlite3.connect(dest)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+        return f"sqlite:///{dest}"
+
+    def postgresql_template(self, admin: Engine) -> str:
+        if self.postgresql is None:
+            name = f"tmpl_{uuid.uuid4().hex[:12]}"
+            with admin.connect() as conn:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+            assert PG_URL
+            engine = make_engine(f"{PG_URL.rsplit('/', 1)[0]}/{name}")
+            upgrade(engine)
+            engine.dispose()  # a template must have no connections when it is copied
+            self.postgresql = name
+        return self.postgresql
+
+
+@pytest.fixture(scope="session")
+def schema_templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaTemplates]:
+    templates = SchemaTemplates(tmp_path_factory.mktemp("schema-templates"))
+    yield templates
+    if templates.postgresql is not None:
+        admin = _pg_admin()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{templates.postgresql}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def _database(
+    request: pytest.FixtureRequest, tmp_path: Path, templates: SchemaTemplates | None
+) -> Iterator[str]:
+    """A fresh database of the parametrised kind: empty, or a copy of the migrated template."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'test.db'}"
+        path = tmp_path / "test.db"
+        yield templates.sqlite_copy(path) if templates is not None else f"sqlite:///{path}"
         return
     if not PG_URL:
         if os.environ.get("CI"):  # CI runs `make test`, which always provides PostgreSQL
             pytest.fail("CARDHOUR_TEST_PG_URL not set under CI: run `make test`")
         pytest.skip("CARDHOUR_TEST_PG_URL not set (make test sets it)")
     name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(
-        PG_URL.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
-    )
+    admin = _pg_admin()
+    like = f' TEMPLATE "{templates.postgresql_template(admin)}"' if templates is not None else ""
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"{like}'))
     base = PG_URL.rsplit("/", 1)[0]
     try:
         yield f"{base}/{name}"
@@ -50,6 +112,29 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(
+    request: pytest.FixtureRequest, tmp_path: Path, schema_templates: SchemaTemplates
+) -> Iterator[str]:
+    """A fresh database, already migrated to the newest revision."""
+    yield from _database(request, tmp_path, schema_templates)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database (for tests of the migrations themselves)."""
+    yield from _database(request, tmp_path, None)
+
+
+@pytest.fixture(autouse=True)
+def cheap_passwords(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Argon2 at its cheapest: a sign-up or login costs ~1 ms instead of ~0.5 s (what is hashed
+    and checked stays the same; tests marked `real_password_hashing` keep the real cost)."""
+    if request.node.get_closest_marker("real_password_hashing") is None:
+        cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+        monkeypatch.setattr(accounts, "_hasher", cheap)
 
 
 @pytest.fixture

@@ -206,20 +206,20 @@ def test_a_missing_data_dir_is_one_line_and_creates_nothing(tmp_path: Path) -> N
     assert not missing.exists()
 
 
-def test_a_database_without_the_schema_is_refused(database_url: str) -> None:
+def test_a_database_without_the_schema_is_refused(empty_database_url: str) -> None:
     """SQLite: the file is not there; PostgreSQL: an empty database. Neither gets migrated."""
-    result = verify(url=database_url)
+    result = verify(url=empty_database_url)
     assert result.exit_code == 2
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: not_found: "), result.stderr
-    if database_url.startswith("sqlite"):
-        assert not Path(database_url.removeprefix("sqlite:///")).exists()
+    if empty_database_url.startswith("sqlite"):
+        assert not Path(empty_database_url.removeprefix("sqlite:///")).exists()
         return
     from sqlalchemy import create_engine, inspect
 
     from cardhour.db.engine import normalise_url
 
-    engine = create_engine(normalise_url(database_url))
+    engine = create_engine(normalise_url(empty_database_url))
     try:
         assert inspect(engine).get_table_names() == []
     finally:

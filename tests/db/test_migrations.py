@@ -10,8 +10,8 @@ from cardhour.db.migrate import upgrade
 from cardhour.db.models import Base
 
 
-def test_migrations_match_models_and_rerun_cleanly(database_url: str) -> None:
-    engine = make_engine(database_url)
+def test_migrations_match_models_and_rerun_cleanly(empty_database_url: str) -> None:
+    engine = make_engine(empty_database_url)
     upgrade(engine)
     upgrade(engine)  # a second start is a no-op
     with engine.connect() as conn:

@@ -26,13 +26,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from argon2 import PasswordHasher
 from hypothesis import HealthCheck, settings
 from sqlalchemy import Engine, create_engine, text
 
 from cardhour.core.clock import ManualClock
 from cardhour.platform import Platform
-from cardhour.services import accounts
 from cardhour.settings import Settings, default_fleet_text
 from tests.conftest import PG_URL
 
@@ -154,12 +152,3 @@ def databases(
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
-
-
-@pytest.fixture
-def cheap_passwords(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Argon2 at its cheapest: a sign-up costs ~1 ms instead of ~0.4 s (what is hashed and
-    checked stays the same)."""
-    monkeypatch.setattr(
-        accounts, "_hasher", PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-    )
