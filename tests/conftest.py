@@ -32,6 +32,17 @@ from cardhour.settings import Settings
 PG_URL = os.environ.get("CARDHOUR_TEST_PG_URL")
 
 
+def copy_sqlite(template: Path | str, dest: Path) -> str:
+    """Copy a SQLite database with its backup API (consistent even in WAL mode); its URL."""
+    src, dst = sqlite3.connect(template), sqlite3.connect(dest)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+    return f"sqlite:///{dest}"
+
+
 def _pg_admin() -> Engine:
     assert PG_URL
     return create_engine(
@@ -56,13 +67,7 @@ class SchemaTemplates:
             upgrade(engine)
             engine.dispose()
             self.sqlite = path
-        src, dst = sqlite3.connect(self.sqlite), sqlite3.connect(dest)
-        try:
-            src.backup(dst)
-        finally:
-            src.close()
-            dst.close()
-        return f"sqlite:///{dest}"
+        return copy_sqlite(self.sqlite, dest)
 
     def postgresql_template(self, admin: Engine) -> str:
         if self.postgresql is None:

@@ -3,7 +3,7 @@ first, never other models or other users, and what is left expires at the period
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -23,21 +23,30 @@ def _user_id(api: Api, headers: dict[str, str]) -> str:
         return accounts.authenticate(s, key, api.clock.now()).id
 
 
-def _issue(api: Api, members: list[str], hours: int = 50_000, days: int = 30) -> None:
+def _issue(
+    api: Api,
+    members: list[str],
+    hours: int = 50_000,
+    days: int = 30,
+    grant_id: str = "g1",
+    start: datetime | None = None,
+) -> str:
+    """Issue a grant of `hours` H100 card-hours for `days` from `start` (default now)."""
     now = api.clock.now()
+    valid_from = start or now
     with transaction(api.platform.sessions) as s:
-        grant_hours.issue(
+        return grant_hours.issue(
             s,
-            grant_id="g1",
+            grant_id=grant_id,
             proposal_id=None,
             title="Protein folding at scale",
             member_ids=members,
             card_hours=hours,
             gpu_models=("H100",),
-            valid_from=now,
-            expires_at=now + timedelta(days=days),
+            valid_from=valid_from,
+            expires_at=valid_from + timedelta(days=days),
             now=now,
-        )
+        ).id
 
 
 def _admin(api: Api) -> dict[str, str]:
@@ -190,53 +199,17 @@ def test_issue_checks_terms_and_is_idempotent(api: Api) -> None:
     with pytest.raises(Conflict):
         _issue(api, [member], hours=40_000)
     now = api.clock.now()
-    with transaction(api.platform.sessions) as s:
-        for hours in (0, 100_001):
-            with pytest.raises(InvalidInput, match="1 to 100,000 card-hours"):
-                grant_hours.issue(
-                    s,
-                    grant_id="g2",
-                    proposal_id=None,
-                    title="t",
-                    member_ids=[member],
-                    card_hours=hours,
-                    gpu_models=("H100",),
-                    valid_from=now,
-                    expires_at=now + timedelta(days=1),
-                    now=now,
-                )
+    for hours in (0, 100_001):
+        with pytest.raises(InvalidInput, match="1 to 100,000 card-hours"):
+            _issue(api, [member], hours=hours, days=1, grant_id="g2")
     with transaction(api.platform.sessions) as s:
         account = grant_store.account(s, ledger.grant_hours_key("g1"))
         assert account is not None and ledger.balance_of(account) == 50_000 * HOUR
     _verified(api)
     api.settle(31 * 86_400)  # a retried approval after the period ended gets the same grant
-    with transaction(api.platform.sessions) as s:
-        again = grant_hours.issue(
-            s,
-            grant_id="g1",
-            proposal_id=None,
-            title="Protein folding at scale",
-            member_ids=[member],
-            card_hours=50_000,
-            gpu_models=("H100",),
-            valid_from=now,
-            expires_at=now + timedelta(days=30),
-            now=api.clock.now(),
-        )
-        assert again.id == "g1"
-        with pytest.raises(InvalidInput, match="cannot expire before it is issued"):
-            grant_hours.issue(
-                s,
-                grant_id="g3",
-                proposal_id=None,
-                title="t",
-                member_ids=[member],
-                card_hours=1,
-                gpu_models=("H100",),
-                valid_from=now,
-                expires_at=now + timedelta(days=30),
-                now=api.clock.now(),
-            )
+    assert _issue(api, [member], start=now) == "g1"
+    with pytest.raises(InvalidInput, match="cannot expire before it is issued"):
+        _issue(api, [member], hours=1, grant_id="g3", start=now)
 
 
 @pytest.mark.parametrize("price", [1, 7, 1_900_000, 250_000_000])

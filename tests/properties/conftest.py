@@ -18,7 +18,6 @@ running the migrations for every example.
 from __future__ import annotations
 
 import os
-import sqlite3
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from sqlalchemy import Engine, create_engine, text
 from cardhour.core.clock import ManualClock
 from cardhour.platform import Platform
 from cardhour.settings import Settings, default_fleet_text
-from tests.conftest import PG_URL
+from tests.conftest import PG_URL, copy_sqlite
 
 _BASE = settings(
     deadline=None,
@@ -98,14 +97,7 @@ class Databases:
 
     def new(self, data_dir: Path) -> str:
         if self.kind == "sqlite":
-            path = data_dir / "db.sqlite"
-            src, dst = sqlite3.connect(self.template), sqlite3.connect(path)
-            try:
-                src.backup(dst)
-            finally:
-                src.close()
-                dst.close()
-            return f"sqlite:///{path}"
+            return copy_sqlite(self.template, data_dir / "db.sqlite")
         assert self.admin is not None and PG_URL
         name = f"p_{uuid.uuid4().hex[:12]}"
         with self.admin.connect() as conn:
