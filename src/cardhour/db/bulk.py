@@ -21,7 +21,7 @@ def _arrays(session: Session, table: Table, names: Sequence[str]) -> tuple[str, 
     dialect = session.get_bind().dialect
     params = [f"c{i}" for i in range(len(names))]
     casts = ", ".join(
-        f"%({p})s::{table.c[n].type.compile(dialect)}[]" for p, n in zip(params, names, strict=True)
+        f"%({p})b::{table.c[n].type.compile(dialect)}[]" for p, n in zip(params, names, strict=True)
     )
     return f"unnest({casts}) AS v({', '.join(names)})", params
 

@@ -44,11 +44,14 @@ def covers(book: Book, rows: list[InstanceRow], owed: dict[str, int], seconds: i
     more of each, drawing as the charges would (grant hours, hold, credits for the model, cash
     down to zero), in memory only."""
     owner_id = rows[0].owner_id
+    needs = [owed[row.id] + metering.cost_of_seconds(row, seconds) for row in rows]
+    cash = book.accounts.get(ledger.user_key(owner_id, CASH))
+    if cash is not None and ledger.balance_of(cash) >= sum(needs):
+        return True  # cash alone covers it, and every other source is drawn before cash
     left = {a.key: ledger.balance_of(a) for a in book.owned(owner_id)}
     left.update((k, book.balance(k)) for k in book.shared.get(owner_id, []))
     by_model: dict[str, list[Account]] = {}
-    for row in rows:
-        need = owed[row.id] + metering.cost_of_seconds(row, seconds)
+    for row, need in zip(rows, needs, strict=True):
         for grant in wallet.grant_sources(book, owner_id, row.gpu_model):
             take = min(need, card_time_value(max(left[grant.key], 0), row.price_micros))
             left[grant.key] -= card_time_for(take, row.price_micros)
