@@ -53,8 +53,8 @@ def _pg_admin() -> Engine:
 @dataclass
 class SchemaTemplates:
     """Databases migrated once per test session (per xdist worker), copied for each test:
-    SQLite by its backup API, PostgreSQL by `CREATE DATABASE … TEMPLATE`. A copy costs a few
-    milliseconds where running the migrations costs ~0.2 s (SQLite) and ~0.5 s (PostgreSQL)."""
+    SQLite by its backup API, PostgreSQL by `CREATE DATABASE … TEMPLATE` (30-50 ms measured
+    here, where running the migrations took 0.15-0.26 s on SQLite and 0.39-0.59 s on PostgreSQL)."""
 
     root: Path
     sqlite: Path | None = None
