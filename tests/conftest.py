@@ -43,7 +43,8 @@ def copy_sqlite(template: Path | str, dest: Path) -> str:
     return f"sqlite:///{dest}"
 
 
-def _pg_admin() -> Engine:
+def pg_admin() -> Engine:
+    """An autocommit connection to the PostgreSQL server's maintenance database."""
     assert PG_URL
     return create_engine(
         PG_URL.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
@@ -87,7 +88,7 @@ def schema_templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Schem
     templates = SchemaTemplates(tmp_path_factory.mktemp("schema-templates"))
     yield templates
     if templates.postgresql is not None:
-        admin = _pg_admin()
+        admin = pg_admin()
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{templates.postgresql}" WITH (FORCE)'))
         admin.dispose()
@@ -106,7 +107,7 @@ def _database(
             pytest.fail("CARDHOUR_TEST_PG_URL not set under CI: run `make test`")
         pytest.skip("CARDHOUR_TEST_PG_URL not set (make test sets it)")
     name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = _pg_admin()
+    admin = pg_admin()
     like = f' TEMPLATE "{templates.postgresql_template(admin)}"' if templates is not None else ""
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"{like}'))

@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 import yaml
 from hypothesis import HealthCheck, settings
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, text
 
 from cardhour.core.clock import ManualClock
 from cardhour.platform import Platform
 from cardhour.settings import Settings, default_fleet_text
-from tests.conftest import PG_URL, copy_sqlite
+from tests.conftest import PG_URL, copy_sqlite, pg_admin
 
 _BASE = settings(
     deadline=None,
@@ -131,9 +131,7 @@ def databases(
         if os.environ.get("CI"):
             pytest.fail("CARDHOUR_TEST_PG_URL not set under CI: run `make test`")
         pytest.skip("CARDHOUR_TEST_PG_URL not set (make test sets it)")
-    admin = create_engine(
-        PG_URL.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
-    )
+    admin = pg_admin()
     name = f"tmpl_{uuid.uuid4().hex[:12]}"
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))

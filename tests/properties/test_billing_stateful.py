@@ -28,7 +28,6 @@ from datetime import timedelta
 from typing import Any
 from unittest import mock
 
-import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -317,7 +316,6 @@ class BillingMachine(BillingWorld):
         self._reconcile()
 
 
-@pytest.mark.usefixtures("cheap_passwords")
 def test_billing_state_machine(databases: Databases) -> None:
     class Machine(BillingMachine):
         pass
