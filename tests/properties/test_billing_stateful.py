@@ -277,6 +277,7 @@ class BillingMachine(BillingWorld):
             self.clock.advance((target - now).total_seconds())
             self._reconcile()
 
+    @precondition(lambda self: bool(self.on_demand_live))  # a pass with work to be killed in
     @rule(
         point=st.sampled_from(sorted(CRASH_POINTS)),
         nth=st.integers(1, 3),
