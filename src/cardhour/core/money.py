@@ -125,12 +125,16 @@ def rate_usage(price_per_card_hour: Money, milli_gpu_seconds: int) -> Money:
 
     Apply to cumulative usage and charge the difference from what was already charged.
     """
+    return Money(
+        rate_micros(price_per_card_hour.micros, milli_gpu_seconds), price_per_card_hour.currency
+    )
+
+
+def rate_micros(price_micros: int, milli_gpu_seconds: int) -> int:
+    """`rate_usage` in micro-units of one currency, without building `Money` (hot loops)."""
     if milli_gpu_seconds < 0:
         raise MoneyError("usage cannot be negative")
-    micros = _div_half_up(
-        price_per_card_hour.micros * milli_gpu_seconds, MILLI_GPU_SECONDS_PER_CARD_HOUR
-    )
-    return Money(micros, price_per_card_hour.currency)
+    return _div_half_up(price_micros * milli_gpu_seconds, MILLI_GPU_SECONDS_PER_CARD_HOUR)
 
 
 @dataclass(frozen=True)

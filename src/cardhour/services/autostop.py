@@ -15,6 +15,7 @@ account goes below zero by more than a tick of usage.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -22,13 +23,15 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
 from cardhour.core.money import Money, card_time_for, card_time_value
-from cardhour.core.states import InstanceStatus
+from cardhour.core.pricing import PriceHistory
+from cardhour.core.states import InstanceStatus, Plan
 from cardhour.db.models import InstanceEventRow, InstanceRow
 from cardhour.services import ledger, metering, pricing, wallet
 from cardhour.services.instances import end_plan_if_over, switch_status
 from cardhour.services.ledger import CASH, Account, Book
 from cardhour.store import instances as store
 from cardhour.store import users as user_store
+from cardhour.store.instances import Rated, RunningRow
 
 
 @dataclass
@@ -39,7 +42,7 @@ class MeteringResult:
     plans_ended: list[str] = field(default_factory=list)
 
 
-def covers(book: Book, rows: list[InstanceRow], owed: dict[str, int], seconds: int) -> bool:
+def covers(book: Book, rows: Sequence[Rated], owed: dict[str, int], seconds: int) -> bool:
     """Whether one owner's money covers what `rows` owe (`owed`, by instance id) plus `seconds`
     more of each, drawing as the charges would (grant hours, hold, credits for the model, cash
     down to zero), in memory only."""
@@ -70,13 +73,21 @@ def covers(book: Book, rows: list[InstanceRow], owed: dict[str, int], seconds: i
     return True
 
 
-def _event(session: Session, row: InstanceRow, now: datetime, reason: str) -> None:
+def _event(session: Session, row: Rated, now: datetime, reason: str) -> None:
     store.add_event(
         session,
         InstanceEventRow(
             instance_id=row.id, at=now, from_status=row.status, to_status=row.status, reason=reason
         ),
     )
+
+
+def _changes(row: RunningRow, now: datetime, prices: PriceHistory) -> bool:
+    """Whether the pass changes the row beyond its charge: a plan that ends, a segment split."""
+    ends = row.plan == Plan.MONTHLY.value and row.plan_until is not None
+    if ends and row.plan_until is not None and as_utc(row.plan_until) <= now:
+        return True
+    return metering.splits(row, now, prices)
 
 
 def meter_and_autostop(
@@ -87,14 +98,19 @@ def meter_and_autostop(
     charge_every_seconds: int = 0,
 ) -> MeteringResult:
     """One pass over the running instances (the caller's transaction): end monthly plans that
-    are over, charge what is due, then warn or stop owners who ran out (module docstring)."""
+    are over, charge what is due, then warn or stop owners who ran out (module docstring).
+
+    Every running instance is read and locked as a plain tuple (`RunningRow`); only those the
+    pass changes beyond their charge, or stops, are loaded as ORM objects."""
     result = MeteringResult()
-    running = store.list_in_status(session, [InstanceStatus.RUNNING.value], lock=True)
+    running = store.lock_running(session)
     owners = sorted({r.owner_id for r in running})
     # every account this pass may touch, locked now in the one sorted call the lock order asks
     # for (ending a plan below releases and charges: the book is read again after that)
     book = wallet.open_wallet(session, now, owners, ["revenue"]) if owners else None
-    for row in running:
+    prices = pricing.history(session)
+    objects = store.lock_many(session, [r.id for r in running if _changes(r, now, prices)])
+    for row in objects.values():
         if end_plan_if_over(session, row, now):
             result.plans_ended.append(row.id)
             if row.plan_at_expiry == "on_demand":
@@ -103,24 +119,32 @@ def meter_and_autostop(
                 row.desired = "stopped"
                 switch_status(session, row, InstanceStatus.STOPPING, now, "monthly plan ended")
     metered = [
-        r for r in running if r.status == InstanceStatus.RUNNING.value and metering.metered(r)
+        each
+        for each in (objects.get(r.id, r) for r in running)
+        if each.status == InstanceStatus.RUNNING.value and metering.metered(each)
     ]
     user_store.clear_low_balance(session, exclude=sorted({r.owner_id for r in metered}))
     if not metered:
         return result
-    prices = pricing.history(session)
     if book is None or result.plans_ended:
         book = wallet.open_wallet(session, now, owners, ["revenue"])
     every = timedelta(seconds=charge_every_seconds)
     due_rows = [r for r in metered if r.charged_at is None or now - as_utc(r.charged_at) >= every]
-    for instance_id, micros in metering.settle_rows(session, book, due_rows, now, prices).items():
-        result.charged[instance_id] = Money(
-            micros, book.row(ledger.platform_key("revenue")).currency
-        )
+    charges = metering.settle_rows(
+        session,
+        book,
+        [r for r in due_rows if isinstance(r, InstanceRow)],
+        now,
+        prices,
+        unsplit=[r for r in due_rows if isinstance(r, RunningRow)],
+    )
+    currency = book.row(ledger.platform_key("revenue")).currency
+    for instance_id, micros in charges.items():
+        result.charged[instance_id] = Money(micros, currency)
     book.flush()
-    by_owner: dict[str, list[InstanceRow]] = defaultdict(list)
-    for row in metered:
-        by_owner[row.owner_id].append(row)
+    by_owner: dict[str, list[InstanceRow | RunningRow]] = defaultdict(list)
+    for each in metered:
+        by_owner[each.owner_id].append(each)
     warned = user_store.low_balance_users(session, list(by_owner))
     owed = {r.id: 0 if r.id in result.charged else max(metering.due(r, now), 0) for r in metered}
     for owner_id, rows in by_owner.items():
@@ -134,10 +158,10 @@ def meter_and_autostop(
             user.low_balance_since = now
             result.warned.append(owner_id)
             cash = Money(book.balance(ledger.user_key(owner_id, CASH)), rows[0].currency)
-            for row in rows:
+            for each in rows:
                 _event(
                     session,
-                    row,
+                    each,
                     now,
                     f"balance low (cash {cash.floor_str()}): stops at "
                     f"{now + timedelta(seconds=grace_seconds):%H:%M:%S} UTC unless topped up",
@@ -146,7 +170,10 @@ def meter_and_autostop(
         in_debt = book.balance(ledger.user_key(owner_id, CASH)) < 0
         if not waited and not in_debt and covers(book, rows, owed, 0):
             continue
-        for row in rows:
+        for each in rows:
+            found = each if isinstance(each, InstanceRow) else store.get_instance(session, each.id)
+            assert found is not None
+            row = found
             row.desired = "stopped"
             switch_status(
                 session,

@@ -73,7 +73,7 @@ def platform_key(kind: str) -> str:
     return f"platform:{kind}"
 
 
-@dataclass
+@dataclass(slots=True)
 class Account:
     """A ledger account as locked for one transaction (its totals move with `Book.transfer`)."""
 

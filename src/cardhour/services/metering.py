@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
-from cardhour.core.money import MILLI_GPU_SECONDS_PER_CARD_HOUR, ExactCost, Money, rate_usage
+from cardhour.core.money import MILLI_GPU_SECONDS_PER_CARD_HOUR, ExactCost, Money, rate_micros
 from cardhour.core.pricing import PriceHistory
 from cardhour.core.states import Plan
 from cardhour.db.models import InstanceRow, UsageSegmentRow
@@ -26,6 +26,7 @@ from cardhour.services import wallet
 from cardhour.services.ledger import Book
 from cardhour.services.pricing import history as pricing_history
 from cardhour.store import instances as store
+from cardhour.store.instances import Rated, RunningRow
 
 ONE_SECOND = timedelta(seconds=1)
 
@@ -37,12 +38,12 @@ def next_month(when: datetime) -> datetime:
     return datetime(year, month, 1, tzinfo=UTC)
 
 
-def metered(row: InstanceRow) -> bool:
+def metered(row: Rated) -> bool:
     """Billed per second now: running and not inside a prepaid plan."""
     return row.running_since is not None
 
 
-def open_seconds(row: InstanceRow, now: datetime) -> int:
+def open_seconds(row: Rated, now: datetime) -> int:
     """Whole seconds of the open segment (0 when not metered)."""
     if row.running_since is None:
         return 0
@@ -54,23 +55,24 @@ def usage_until(row: InstanceRow, now: datetime) -> int:
     return row.usage_closed + open_seconds(row, now) * row.gpu_count * 1000
 
 
-def price_of(row: InstanceRow) -> Money:
+def price_of(row: Rated) -> Money:
     return Money(row.price_micros, row.currency)
 
 
-def hourly_cost(row: InstanceRow) -> Money:
+def hourly_cost(row: Rated) -> Money:
     return price_of(row).times(row.gpu_count)
 
 
-def cost_of_seconds(row: InstanceRow, seconds: int) -> int:
-    return rate_usage(price_of(row), seconds * row.gpu_count * 1000).micros
+def cost_of_seconds(row: Rated, seconds: int) -> int:
+    """What `seconds` more of the row's cards cost at its price, in micro-units."""
+    return rate_micros(row.price_micros, seconds * row.gpu_count * 1000)
 
 
 def _closed(row: InstanceRow) -> ExactCost:
     return ExactCost(row.billed_closed_micros, row.closed_frac)
 
 
-def due(row: InstanceRow, now: datetime) -> int:
+def due(row: Rated, now: datetime) -> int:
     """What the instance owes beyond what was charged, in micro-units (≤ 0: nothing owed).
     Integer arithmetic of `ExactCost.plus_usage(...).rounded()`, inlined: the metering pass
     calls this for every running instance."""
@@ -137,21 +139,48 @@ def split_at_boundaries(
     return closed
 
 
+def splits(row: RunningRow, now: datetime, prices: PriceHistory) -> bool:
+    """Whether `split_at_boundaries(row, now, prices)` would change the row: a month boundary
+    or a price change since its segment began, or a price set later but effective from the
+    segment's very start."""
+    if row.running_since is None:
+        return False
+    start = as_utc(row.running_since)
+    if next_month(start) <= now:
+        return True
+    if row.data_centre is None:
+        return False
+    at_start = prices.version_at(row.gpu_model, row.data_centre, start)
+    repriced = at_start is not None and at_start.effective_from == start
+    if repriced and at_start is not None and at_start.price.micros != row.price_micros:
+        return True
+    return prices.next_change(row.gpu_model, row.data_centre, start, now) is not None
+
+
 def settle_rows(
-    session: Session, book: Book, rows: Sequence[InstanceRow], now: datetime, prices: PriceHistory
+    session: Session,
+    book: Book,
+    rows: Sequence[InstanceRow],
+    now: datetime,
+    prices: PriceHistory,
+    unsplit: Sequence[RunningRow] = (),
 ) -> dict[str, int]:
     """Bring every row's charge up to `now`: split segments, then charge what each owes (hold
-    first, then credits, then cash). `book` must hold the owners' accounts and revenue.
-    Returns micro-units charged per instance id. The caller flushes the book."""
-    charged: dict[str, int] = {}
+    first, then credits, then cash). `unsplit`: running rows read as plain tuples that `splits`
+    found nothing to split in, charged alike (the metering pass's common case). `book` must hold
+    the owners' accounts and revenue. Returns micro-units charged per instance id. The caller
+    flushes the book."""
     for row in rows:
         for segment in split_at_boundaries(row, now, prices):
             session.add(segment)
-        amount = due(row, now)
+    charged: dict[str, int] = {}
+    everyone: list[Rated] = [*rows, *unsplit]
+    for each in everyone:
+        amount = due(each, now)
         if amount > 0:
-            wallet.charge(book, row, amount, f"usage:{row.id}:{row.billed_micros}", "usage")
-        charged[row.id] = max(amount, 0)
-    store.save_charges(session, [(row, row.billed_micros + charged[row.id], now) for row in rows])
+            wallet.charge(book, each, amount, f"usage:{each.id}:{each.billed_micros}", "usage")
+        charged[each.id] = max(amount, 0)
+    store.save_charges(session, [(r, r.billed_micros + charged[r.id], now) for r in everyone])
     return charged
 
 

@@ -28,6 +28,7 @@ from cardhour.services import ledger
 from cardhour.services.ledger import CASH, CREDIT_KINDS, HOLD, Account, Book
 from cardhour.store import grants as grant_store
 from cardhour.store import ledger as store
+from cardhour.store.instances import Rated
 
 _FAR = datetime.max.replace(tzinfo=UTC)
 
@@ -88,7 +89,7 @@ def grant_value(book: Book, owner_id: str, gpu_model: str, price_micros: int) ->
     )
 
 
-def spend_grants(book: Book, row: InstanceRow, amount: int, id_base: str) -> int:
+def spend_grants(book: Book, row: Rated, amount: int, id_base: str) -> int:
     """Pay up to `amount` micros of the instance's usage with grant hours, at its current price:
     per grant account, card time moves to `platform:grant_hours_used` and the money it is worth
     from `platform:grants` to revenue (transfers `<id_base>:grant:<account id>` and
@@ -163,7 +164,7 @@ def draw(
         raise InsufficientBalance("no cash account to draw from")
 
 
-def hold_balance(book: Book, row: InstanceRow) -> int:
+def hold_balance(book: Book, row: Rated) -> int:
     hold = book.accounts.get(ledger.hold_key(row.owner_id, row.id))
     return ledger.balance_of(hold) if hold is not None else 0
 
@@ -280,7 +281,7 @@ def latest_funding(session: Session, hold_id: int) -> dict[int, int]:
     return amounts
 
 
-def charge(book: Book, row: InstanceRow, amount: int, id_base: str, kind: str) -> None:
+def charge(book: Book, row: Rated, amount: int, id_base: str, kind: str) -> None:
     """Charge `amount` of the instance's usage to revenue: its team's grant hours first, then its
     hold, then its owner's sources in spending order, cash taking what is left even below zero
     (usage already ran)."""

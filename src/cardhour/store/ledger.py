@@ -34,7 +34,7 @@ def lock_accounts(
         return []
     table = cast(Table, LedgerAccountRow.__table__)
     stmt = select(table).where(or_(*clauses)).order_by(table.c.key)
-    return list(session.execute(for_update(stmt)).mappings())
+    return list(session.execute(for_update(stmt)).mappings().all())
 
 
 def add_account(session: Session, row: LedgerAccountRow) -> LedgerAccountRow:
