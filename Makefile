@@ -9,7 +9,7 @@ TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: demo test install lint typecheck unit browser-deps clean bench-scheduler bench-billing
+.PHONY: demo test install lint typecheck unit system-deps clean bench-scheduler bench-billing
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,11 +32,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-browser-deps:
+# Debian packages the tests drive for real: Chromium (console), ssh-keygen (SSH key checks).
+system-deps:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	@command -v ssh-keygen >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client)
 
 # Lint, type check, then the whole suite on SQLite and on a throwaway PostgreSQL.
-test: $(STAMP) lint typecheck browser-deps
+test: $(STAMP) lint typecheck system-deps
 	scripts/with-postgres.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The scheduler against the FGD paper's numbers plus its own targets; writes

@@ -41,7 +41,11 @@ def test_errors_have_codes_and_never_500(api: Api) -> None:
         ({"gpu": "H100", "count": "many"}, 422, "invalid_input"),
         ({"gpu": "H100", "name": "Bad Name"}, 422, "invalid_input"),
         ({"gpu": "H100", "image": "nope"}, 422, "invalid_input"),
-        ({"gpu": "H100", "ssh_key": "-----BEGIN OPENSSH PRIVATE KEY-----"}, 422, "invalid_input"),
+        (
+            {"gpu": "H100", "ssh_key": "-----BEGIN OPENSSH PRIVATE KEY-----"},
+            422,
+            "private_key_refused",
+        ),
         ({"gpu": "H100", "plan": "weekly"}, 422, "invalid_input"),
         ({"gpu": "H100", "count": 12}, 409, "no_capacity"),
         ({"count": 1}, 422, "invalid_input"),

@@ -20,6 +20,7 @@ from cardhour.api.routers import (
     payments,
     proposals,
     reviews,
+    ssh_keys,
     statements,
 )
 from cardhour.console.routes import mount_console
@@ -51,6 +52,7 @@ def create_app(platform: Platform) -> FastAPI:
         reviews,
         payments,
         statements,
+        ssh_keys,
         health,
     ):
         app.include_router(module.router, prefix="/api/v1")

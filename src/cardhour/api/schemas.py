@@ -178,6 +178,27 @@ class InstanceRead(BaseModel):
     events: list[EventRead] = []
 
 
+class SshKeyCreate(BaseModel):
+    public_key: str = Field(
+        max_length=20_000,
+        description="One OpenSSH public key line (the .pub file); private keys are refused.",
+        examples=["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI... ada@laptop"],
+    )
+    name: str | None = Field(
+        default=None, max_length=64, description="Defaults to the key's comment."
+    )
+
+
+class SshKeyRead(BaseModel):
+    id: str
+    name: str
+    type: str = Field(examples=["ssh-ed25519"])
+    bits: int
+    fingerprint: str = Field(description="As `ssh-keygen -l` prints it: SHA256:…")
+    public_key: str
+    created_at: datetime
+
+
 class HealthRead(BaseModel):
     status: str
     version: str

@@ -7,7 +7,6 @@ Exit 0 when it runs (or at once with --no-wait); exit 2 when it fails or the wai
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,9 +15,10 @@ from rich.markup import escape
 from cardhour.api.schemas import InstanceCreate, InstanceRead
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
 from cardhour.cli.render import connection_rows, status_text
+from cardhour.cli.ssh_keys import read_key
 from cardhour.client import CardhourClient
 from cardhour.client.client import new_idempotency_key
-from cardhour.core.errors import CardhourError, InvalidInput
+from cardhour.core.errors import CardhourError
 from cardhour.core.gpus import parse_gpu_request
 from cardhour.core.states import InstanceStatus
 
@@ -97,7 +97,7 @@ def launch(
         count=req.count,
         name=name,
         image=image,
-        ssh_key=_read_key(ssh_key),
+        ssh_key=read_key(ssh_key) if ssh_key is not None else None,
         plan=plan,
         at_expiry=at_expiry,
         quote_id=quote,
@@ -124,22 +124,6 @@ def launch(
     if wait and inst.status != InstanceStatus.RUNNING:
         reason = f": {inst.status_reason}" if inst.status_reason else ""
         raise LaunchFailed(f"{inst.name} is {inst.status}{reason}")
-
-
-def _read_key(value: str | None) -> str | None:
-    """`--ssh-key` as key text: read from the file it names, or taken as an OpenSSH key."""
-    if value is None:
-        return None
-    if value.startswith(("ssh-", "ecdsa-", "sk-")):
-        return value.strip()
-    path = Path(value).expanduser()
-    try:
-        return path.read_text().strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or "not a text file"
-        raise InvalidInput(
-            f"--ssh-key {value!r} is neither a readable file ({why}) nor an OpenSSH public key"
-        ) from exc
 
 
 def _follow(client: CardhourClient, inst: InstanceRead, timeout: float, show: bool) -> InstanceRead:

@@ -24,6 +24,7 @@ from cardhour.cli import (
     offers,
     prices,
     simulate,
+    ssh_keys,
     statements,
     up,
 )
@@ -126,6 +127,20 @@ GRANTS_COMMANDS: dict[str, Callable[..., None]] = {
 for _name, _command in GRANTS_COMMANDS.items():
     grants_app.command(_name)(_one_line_errors(_command))
 app.add_typer(grants_app, name="grants")
+
+ssh_keys_app = typer.Typer(
+    name="ssh-keys",
+    help="SSH public keys of your account: every new instance gets them.",
+    no_args_is_help=True,
+)
+SSH_KEYS_COMMANDS: dict[str, Callable[..., None]] = {
+    "add": ssh_keys.add,
+    "list": ssh_keys.list_keys,
+    "remove": ssh_keys.remove,
+}
+for _name, _command in SSH_KEYS_COMMANDS.items():
+    ssh_keys_app.command(_name)(_one_line_errors(_command))
+app.add_typer(ssh_keys_app, name="ssh-keys")
 
 ledger_app = typer.Typer(
     name="ledger", help="The ledger, on the server's own database.", no_args_is_help=True

@@ -47,6 +47,8 @@ from cardhour.api.schemas import (
     QuoteCreate,
     QuoteCreated,
     RoleSet,
+    SshKeyCreate,
+    SshKeyRead,
     TopUpCreate,
     TopUpRead,
     UserRead,
@@ -205,6 +207,17 @@ class CardhourClient:
 
     def terminate(self, ident: str) -> InstanceRead:
         return self._call(InstanceRead, "DELETE", _instance_path(ident))
+
+    def add_ssh_key(self, public_key: str, name: str | None = None) -> SshKeyRead:
+        body = SshKeyCreate(public_key=public_key, name=name)
+        return self._call(SshKeyRead, "POST", "/ssh-keys", json=body.model_dump())
+
+    def ssh_keys(self) -> list[SshKeyRead]:
+        return self._call(list[SshKeyRead], "GET", "/ssh-keys")
+
+    def remove_ssh_key(self, ident: str) -> SshKeyRead:
+        """By id, name or fingerprint."""
+        return self._call(SshKeyRead, "DELETE", f"/ssh-keys/{quote(ident, safe='')}")
 
     def health(self) -> HealthRead:
         return self._call(HealthRead, "GET", "/health")

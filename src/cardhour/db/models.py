@@ -38,6 +38,25 @@ class UserRow(Base):
     low_balance_since: Mapped[datetime | None] = mapped_column(TS, nullable=True)
 
 
+class SshKeyRow(Base):
+    """An SSH public key of an account (never a private one), injected into its instances."""
+
+    __tablename__ = "ssh_keys"
+    __table_args__ = (
+        UniqueConstraint("owner_id", "fingerprint", name="uq_ssh_keys_owner_fingerprint"),
+        UniqueConstraint("owner_id", "name", name="uq_ssh_keys_owner_name"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    key_type: Mapped[str] = mapped_column(String(64))
+    bits: Mapped[int] = mapped_column(Integer)
+    public_key: Mapped[str] = mapped_column(Text)  # one authorized_keys line
+    fingerprint: Mapped[str] = mapped_column(String(64))  # SHA256:… as ssh-keygen -l prints it
+    created_at: Mapped[datetime] = mapped_column(TS)
+
+
 class ApiKeyRow(Base):
     """An API key or a console session. Only the SHA-256 of the secret is stored."""
 

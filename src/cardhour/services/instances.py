@@ -27,17 +27,13 @@ from cardhour.core.money import Money
 from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transition
 from cardhour.db.models import InstanceEventRow, InstanceRow, UserRow
 from cardhour.scheduler import Pending, Scheduler
-from cardhour.services import fleet, ledger, metering, placement, pricing, wallet
+from cardhour.services import fleet, ledger, metering, placement, pricing, ssh_keys, wallet
 from cardhour.services.ids import new_id
 from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
 
 S = InstanceStatus
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
-_SSH_KEY = re.compile(
-    r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh.com"
-    r"|sk-ecdsa-sha2-nistp256@openssh.com) [A-Za-z0-9+/=]+( [^\x00-\x1f\x7f]*)?"
-)
 #: Statuses in which an instance keeps its hold (money set aside at launch or start).
 COMMITTED = (S.PENDING, S.PROVISIONING, S.RUNNING)
 PLAN_PERIOD = timedelta(days=30)
@@ -192,19 +188,6 @@ def _validate_name(name: str | None, model_id: str) -> str:
     return name
 
 
-def validate_ssh_key(key: str | None) -> str | None:
-    if key is None or not key.strip():
-        return None
-    key = key.strip()
-    if "PRIVATE KEY" in key:
-        raise InvalidInput("that is a private key: paste the public key (the .pub file) instead")
-    if len(key) > 16_384 or not _SSH_KEY.fullmatch(key):
-        raise InvalidInput(
-            "not an OpenSSH public key (expected e.g. 'ssh-ed25519 AAAA... comment')"
-        )
-    return key
-
-
 def committed_hour(session: Session, owner_id: str) -> Money | None:
     """One hour of every on-demand instance of the owner that is running or about to run."""
     total: Money | None = None
@@ -254,7 +237,8 @@ def create(
     if req.at_expiry not in AT_EXPIRY:
         raise InvalidInput(f"unknown at_expiry {req.at_expiry!r}; choose stop or on_demand")
     image = catalog.image(req.image)
-    ssh_key = validate_ssh_key(req.ssh_key)
+    extra_key = req.ssh_key if req.ssh_key is not None and req.ssh_key.strip() else None
+    ssh_key = ssh_keys.authorized_keys(session, user.id, extra_key)
     name = _validate_name(req.name, model.id)
     state = fleet.load(session, catalog, all_free=True).state
     request = placement.to_request(placement.node_shapes(state), "launch", model.id, count)
