@@ -83,6 +83,7 @@ class Platform:
             self.backend,
             lease,
             settings.reconcilers.provision_timeout_seconds,
+            self.catalog,
         )
         self.meter = MeteringReconciler(
             self.sessions,

@@ -155,6 +155,16 @@ def test_signup_offers_launch_status_balance_down(server: Server, tmp_path: Path
     shown = json.loads(ok(config, "status", "demo", "--json"))
     assert shown["status"] == "running"
     assert [e["to_status"] for e in shown["events"]][-1] == "running"
+    assert [(s["name"], s["outcome"]) for s in shown["stages"]] == [
+        ("allocated", "ok"),
+        ("booting", "ok"),
+        ("keys_injected", "skipped"),
+        ("topology_detected", "ok"),
+        ("nccl_gate", "skipped"),  # one GPU: nothing to all-reduce
+        ("ready", "ok"),
+    ]
+    human = ok(config, "status", "demo")
+    assert "topology detected" in human and "8 GPUs, NV18" in human
     assert re.fullmatch(r"\d+\.\d{2}", json.loads(ok(config, "balance", "--json"))["available"])
 
     ok(config, "down", "demo", "--yes")

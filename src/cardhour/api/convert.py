@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -10,7 +11,7 @@ from cardhour.api import schemas
 from cardhour.core.clock import as_utc
 from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow, UserRow
-from cardhour.services import catalog, defrag, instances, pricing, wallet
+from cardhour.services import catalog, defrag, instances, pricing, readiness, wallet
 
 
 def user(row: UserRow) -> schemas.UserRead:
@@ -89,7 +90,23 @@ def instance(session: Session, row: InstanceRow, events: bool = False) -> schema
         ]
         if events
         else [],
+        **(_readiness(session, row) if events else {}),
     )
+
+
+def _readiness(session: Session, row: InstanceRow) -> dict[str, Any]:
+    stages = [
+        schemas.StageRead(
+            name=s.name,
+            started_at=as_utc(s.started_at),
+            finished_at=as_utc(s.finished_at) if s.finished_at else None,
+            outcome=s.outcome,
+            detail=json.loads(s.detail) if s.detail else {},
+        )
+        for s in readiness.stages_of(session, row)
+    ]
+    gate = next((s.detail for s in stages if s.name == "nccl_gate" and s.detail), None)
+    return {"stages": stages, "gate": gate}
 
 
 def defrag_answer(answer: defrag.DefragAnswer) -> schemas.DefragRead:

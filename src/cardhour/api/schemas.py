@@ -145,6 +145,18 @@ class EventRead(BaseModel):
     reason: str | None
 
 
+class StageRead(BaseModel):
+    """One readiness stage of the instance's latest placement."""
+
+    name: str = Field(
+        description="allocated | booting | keys_injected | topology_detected | nccl_gate | ready"
+    )
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: str | None = Field(description="ok | failed | skipped; null while it runs")
+    detail: dict[str, Any] = {}
+
+
 class InstanceRead(BaseModel):
     id: str
     name: str
@@ -176,6 +188,14 @@ class InstanceRead(BaseModel):
     created_at: datetime
     updated_at: datetime
     events: list[EventRead] = []
+    stages: list[StageRead] = Field(
+        default=[], description="Readiness stages of the latest placement (detail views)."
+    )
+    gate: dict[str, Any] | None = Field(
+        default=None,
+        description="The nccl-tests gate's figures: `nccl_busbw_gbps` per node, "
+        "`across_nodes_gbps`, thresholds.",
+    )
 
 
 class SshKeyCreate(BaseModel):

@@ -65,3 +65,22 @@ class Backend(ABC):
     @abstractmethod
     def terminate(self, external_name: str) -> None:
         """Release everything of that name. Silent if it does not exist."""
+
+
+class Probing(ABC):
+    """Capability: read a launched workload's nodes for the readiness gate. Each call returns
+    what the tool printed, in its own format (`core.hwtopo`, `core.nccl_tests` parse it), and
+    raises BackendError when the node cannot be reached."""
+
+    @abstractmethod
+    def authorized_keys(self, external_name: str, node: str) -> str:
+        """The `authorized_keys` the node holds for the workload's user."""
+
+    @abstractmethod
+    def topology(self, external_name: str, node: str) -> tuple[str, str | None]:
+        """(`nvidia-smi topo -m`, `ibstat` or None where the node has no InfiniBand)."""
+
+    @abstractmethod
+    def all_reduce(self, external_name: str, nodes: list[str], gpus_per_node: int) -> str:
+        """nccl-tests `all_reduce_perf -b 8 -e 8G -f 2` over `gpus_per_node` GPUs of each of
+        `nodes` (one node: NVLink/PCIe inside it; several: across the fabric)."""

@@ -10,7 +10,13 @@ from rich.markup import escape
 
 from cardhour.api.schemas import InstanceRead
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
-from cardhour.cli.render import events_table, instance_detail, instance_table, status_text
+from cardhour.cli.render import (
+    events_table,
+    instance_detail,
+    instance_table,
+    stages_table,
+    status_text,
+)
 
 NameArgument = Annotated[str, typer.Argument(help="Instance name or id.", show_default=False)]
 
@@ -41,6 +47,9 @@ def status(
         print_json(inst)
         return
     out.print(instance_detail(inst))
+    if inst.stages:
+        out.print()
+        out.print(stages_table(inst))
     if inst.events:
         out.print()
         out.print(events_table(inst))

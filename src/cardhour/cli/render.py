@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -105,3 +106,37 @@ def events_table(i: InstanceRead) -> Table:
             escape(e.reason or ""),
         )
     return table
+
+
+def stages_table(i: InstanceRead) -> Table:
+    """The readiness stages of the latest placement, with the gate's figures per stage."""
+    table = Table(box=None, header_style="bold")
+    for column in ("STAGE", "STARTED", "TOOK", "OUTCOME", "DETAIL"):
+        table.add_column(column)
+    for stage in i.stages:
+        took = "-"
+        if stage.finished_at is not None:
+            took = f"{(stage.finished_at - stage.started_at).total_seconds():.0f} s"
+        table.add_row(
+            stage.name.replace("_", " "),
+            when(stage.started_at),
+            took,
+            escape(stage.outcome or "running"),
+            escape(_stage_detail(stage.name, stage.detail)),
+        )
+    return table
+
+
+def _stage_detail(name: str, detail: dict[str, Any]) -> str:
+    if name == "nccl_gate" and detail.get("nccl_busbw_gbps"):
+        parts = [f"{n} {v:g} GB/s" for n, v in sorted(detail["nccl_busbw_gbps"].items())]
+        if detail.get("across_nodes_gbps") is not None:
+            parts.append(f"across {detail['across_nodes_gbps']:g} GB/s")
+        return ", ".join(parts)
+    if "problems" in detail:
+        return "; ".join(f"{n}: {why}" for n, why in sorted(detail["problems"].items()))
+    if name == "topology_detected":
+        return "; ".join(sorted(set(detail.get("nodes", {}).values())))
+    if name == "keys_injected":
+        return f"{detail.get('keys', 0)} keys on {detail.get('nodes', 0)} node(s)"
+    return str(detail.get("why", ""))

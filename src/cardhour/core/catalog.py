@@ -32,6 +32,9 @@ class GpuModelFile(_Strict):
     in_node_gbps: int = Field(gt=0)
     nvlink: bool
     aliases: list[str] = []
+    # the readiness gate's floor for all_reduce_perf's large-message busbw on one full node;
+    # default: 26% of in_node_gbps (235 GB/s for 900, FACTS.md "Interconnect and nccl-tests")
+    nccl_gate_gbps: Decimal | None = Field(default=None, gt=0)
 
 
 class NodeGroupFile(_Strict):
@@ -152,6 +155,13 @@ class Catalog:
     def model_by_id(self, model_id: str) -> GpuModel:
         return next(m for m in self.gpu_models if m.id == model_id)
 
+    def node(self, node_id: str) -> NodeSpec:
+        """The node of that id; NotFound for one the fleet file does not declare."""
+        for spec in self.nodes:
+            if spec.id == node_id:
+                return spec
+        raise NotFound(f"no node {node_id!r} in the fleet")
+
     def image(self, image_id: str | None) -> Image:
         if image_id is None:
             return self.images[0]
@@ -176,6 +186,7 @@ class Catalog:
                 in_node_gbps=m.in_node_gbps,
                 nvlink=m.nvlink,
                 aliases=tuple(m.aliases),
+                nccl_gate_gbps=m.nccl_gate_gbps,
             )
             for m in spec.gpu_models
         ]

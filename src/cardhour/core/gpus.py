@@ -21,6 +21,7 @@ class GpuModel:
     in_node_gbps: int  # GB/s per GPU inside the node
     nvlink: bool
     aliases: tuple[str, ...] = ()
+    nccl_gate_gbps: Decimal | None = None  # None: `readiness.node_threshold` derives it
 
     def matches(self, query: str) -> bool:
         q = _norm(query)

@@ -29,8 +29,14 @@ ALLOWED_TRANSITIONS: dict[InstanceStatus, frozenset[InstanceStatus]] = {
             InstanceStatus.FAILED,
         }
     ),
+    # back to PENDING: a node failed the readiness gate, the instance is placed again
     InstanceStatus.PROVISIONING: frozenset(
-        {InstanceStatus.RUNNING, InstanceStatus.STOPPING, InstanceStatus.FAILED}
+        {
+            InstanceStatus.RUNNING,
+            InstanceStatus.STOPPING,
+            InstanceStatus.FAILED,
+            InstanceStatus.PENDING,
+        }
     ),
     InstanceStatus.RUNNING: frozenset({InstanceStatus.STOPPING, InstanceStatus.FAILED}),
     InstanceStatus.STOPPING: frozenset({InstanceStatus.STOPPED, InstanceStatus.TERMINATED}),

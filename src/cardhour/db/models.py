@@ -134,6 +134,8 @@ class NodeRow(Base):
     ib_gbps_per_rail: Mapped[int] = mapped_column(Integer, default=0)
     schedulable: Mapped[bool] = mapped_column(default=True)
     allocation_version: Mapped[int] = mapped_column(Integer, default=0)
+    # set when the node failed a readiness check: unschedulable until an operator resumes it
+    drained_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class AllocationRow(Base):
@@ -199,6 +201,22 @@ class InstanceRow(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)
     updated_at: Mapped[datetime] = mapped_column(TS)
+
+
+class InstanceStageRow(Base):
+    """One readiness stage of one placement (`attempt`) of an instance (`core.readiness`)."""
+
+    __tablename__ = "instance_stages"
+    __table_args__ = (UniqueConstraint("instance_id", "attempt", "name", name="uq_instance_stage"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(TS)
+    finished_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)  # ok|failed|skipped
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON
 
 
 class InstanceEventRow(Base):

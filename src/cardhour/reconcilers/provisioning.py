@@ -15,11 +15,14 @@ from cardhour.backends.base import (
     BackendError,
     LaunchSpec,
     MachineState,
+    Probing,
     ProvisioningFailed,
 )
+from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
+from cardhour.reconcilers.gate import Gate
 from cardhour.services import provisioning
 from cardhour.services.provisioning import Claim
 
@@ -48,9 +51,14 @@ class ProvisioningReconciler(Reconciler):
         backend: Backend,
         lease_seconds: int,
         timeout_seconds: int,
+        catalog: Catalog | None = None,
     ) -> None:
+        """With `catalog` and a backend that can probe (`Probing`), a workload that is up goes
+        through the readiness gate (`reconcilers.gate`) before it runs; otherwise it runs at
+        once."""
         super().__init__(sessions, clock)
         self.backend = backend
+        self.catalog = catalog if isinstance(backend, Probing) else None
         self.lease_seconds = lease_seconds
         self.timeout = timedelta(seconds=timeout_seconds)
 
@@ -73,6 +81,7 @@ class ProvisioningReconciler(Reconciler):
 
     def _work(self, claim: Claim) -> bool:
         assert claim.external_name is not None
+        name = claim.external_name
         if claim.status == "stopping":
             self.backend.terminate(claim.external_name)
             if self.backend.poll(claim.external_name).state != MachineState.GONE:
@@ -84,7 +93,10 @@ class ProvisioningReconciler(Reconciler):
         polled = self.backend.poll(claim.external_name)
         if polled.state in (MachineState.FAILED, MachineState.GONE):
             return self._fail(claim, polled.message or "the backend lost the machine")
-        if polled.state == MachineState.RUNNING:
+        if polled.state == MachineState.RUNNING and self.catalog is not None:
+            gate = Gate(self.sessions, self.clock, self.backend, self.catalog, polled.connection)
+            applied = gate.run(claim, lambda: self.backend.terminate(name))
+        elif polled.state == MachineState.RUNNING:
             with transaction(self.sessions) as session:
                 applied = provisioning.apply_running(
                     session, claim, polled.connection, self.clock.now()

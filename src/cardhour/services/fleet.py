@@ -51,7 +51,7 @@ def sync_nodes(session: Session, inventory: Iterable[NodeSpec]) -> tuple[int, in
             ib_spine=spec.ib_spine,
             ib_rails=spec.ib_rails,
             ib_gbps_per_rail=spec.ib_gbps_per_rail,
-            schedulable=True,
+            schedulable=row is None or row.drained_reason is None,
         )
         if row is None:
             store.add_node(session, NodeRow(id=spec.id, allocation_version=0, **fields))

@@ -38,6 +38,7 @@ class Claim:
     ssh_key: str | None
     gpus_by_node: dict[str, list[int]]
     status_since: datetime  # when the row entered `status`
+    attempt: int = 0  # the placement being worked on (readiness stages are per placement)
 
 
 def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) -> list[Claim]:
@@ -62,13 +63,15 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
                 row.ssh_key,
                 gpus,
                 as_utc(row.updated_at),  # only a status change moves updated_at
+                row.attempt,
             )
         )
     session.flush()
     return claims
 
 
-def _fenced(session: Session, claim: Claim) -> InstanceRow | None:
+def fenced(session: Session, claim: Claim) -> InstanceRow | None:
+    """The claimed row, locked, while the claim's lease still holds it; else None."""
     row = store.get_instance(session, claim.instance_id, lock=True)
     if row is None or row.lease_token != claim.token or row.status != claim.status:
         return None
@@ -76,7 +79,7 @@ def _fenced(session: Session, claim: Claim) -> InstanceRow | None:
 
 
 def apply_running(session: Session, claim: Claim, connection: dict, now: datetime) -> bool:
-    row = _fenced(session, claim)
+    row = fenced(session, claim)
     if row is None:
         return False
     row.connection = json.dumps(connection, sort_keys=True)
@@ -85,7 +88,7 @@ def apply_running(session: Session, claim: Claim, connection: dict, now: datetim
 
 
 def apply_failed(session: Session, claim: Claim, message: str, now: datetime) -> bool:
-    row = _fenced(session, claim)
+    row = fenced(session, claim)
     if row is None:
         return False
     switch_status(session, row, S.FAILED, now, message)
@@ -94,7 +97,7 @@ def apply_failed(session: Session, claim: Claim, message: str, now: datetime) ->
 
 def apply_released(session: Session, claim: Claim, now: datetime) -> bool:
     """The backend has nothing left: `stopping` ends in `stopped` or `terminated` as desired."""
-    row = _fenced(session, claim)
+    row = fenced(session, claim)
     if row is None:
         return False
     row.connection = None
@@ -105,7 +108,7 @@ def apply_released(session: Session, claim: Claim, now: datetime) -> bool:
 
 def release_lease(session: Session, claim: Claim, now: datetime) -> bool:
     """Still in progress: let a later pass pick it up again, after rows waiting longer."""
-    row = _fenced(session, claim)
+    row = fenced(session, claim)
     if row is None:
         return False
     row.lease_token = None

@@ -14,10 +14,12 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from cardhour.core.catalog import Catalog
+from cardhour.core.clock import as_utc
 from cardhour.core.states import InstanceStatus
 from cardhour.db.locking import try_leader_lock
+from cardhour.db.models import InstanceRow
 from cardhour.scheduler import Pending, Scheduler, TypicalWorkload
-from cardhour.services import fleet, placement, pricing
+from cardhour.services import fleet, placement, pricing, readiness
 from cardhour.services.instances import switch_status
 from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
@@ -32,6 +34,12 @@ class CycleResult:
     leader: bool = True
     placed: list[str] = field(default_factory=list)
     pending: dict[str, str] = field(default_factory=dict)  # instance id -> reason
+
+
+def requested_at(row: InstanceRow) -> datetime:
+    """When the placement now being made was asked for: the launch, or the last time the
+    instance went back to `pending` (a start, a node replaced)."""
+    return as_utc(row.updated_at)  # only a status change moves it (`switch_status`)
 
 
 def typical_workload(
@@ -89,7 +97,9 @@ def run_cycle(
         row.attempt += 1
         row.external_name = f"ch-{row.id}-{row.attempt}"
         placed_on = ", ".join(nodes)
+        requested = requested_at(row)
         switch_status(session, row, InstanceStatus.PROVISIONING, now, f"placed on {placed_on}")
+        readiness.placed(session, row, requested, now, nodes)
         result.placed.append(row.id)
     session.flush()
     return result

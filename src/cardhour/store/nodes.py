@@ -70,3 +70,32 @@ def release_allocations(session: Session, instance_id: str) -> list[str]:
         )
     session.flush()
     return node_ids
+
+
+def drain(session: Session, node_id: str, reason: str) -> None:
+    """Take the node out of scheduling until an operator resumes it (`resume`)."""
+    session.execute(
+        update(NodeRow)
+        .where(NodeRow.id == node_id)
+        .values(
+            schedulable=False,
+            drained_reason=reason,
+            allocation_version=NodeRow.allocation_version + 1,
+        )
+    )
+    session.flush()
+
+
+def resume(session: Session, node_id: str) -> bool:
+    """Clear a drain; returns False when the node is unknown."""
+    result = session.execute(
+        update(NodeRow)
+        .where(NodeRow.id == node_id)
+        .values(
+            schedulable=True,
+            drained_reason=None,
+            allocation_version=NodeRow.allocation_version + 1,
+        )
+    )
+    session.flush()
+    return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -16,7 +16,15 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cardhour.backends.base import Backend, LaunchSpec, MachineState, PollResult
+from cardhour.backends.base import (
+    Backend,
+    BackendError,
+    LaunchSpec,
+    MachineState,
+    PollResult,
+    Probing,
+)
+from cardhour.backends.sim import reports
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.core.topology import NodeSpec
@@ -32,9 +40,10 @@ class SimMachine:
     ready_at: str  # ISO timestamp
     failed: bool
     has_ssh_key: bool
+    authorized_keys: str = ""
 
 
-class SimBackend(Backend):
+class SimBackend(Backend, Probing):
     name = "sim"
 
     def __init__(
@@ -57,6 +66,10 @@ class SimBackend(Backend):
         self._lock = threading.Lock()
         self._machines: dict[str, SimMachine] = self._load()
         self.calls: list[tuple[str, str]] = []  # (verb, name): lets tests check idempotence
+        self.faults: dict[str, str] = {}  # node id -> "nccl" | "nvlink" | "ib"
+        # share of the modelled busbw an all-reduce across nodes reaches (below 1: a congested
+        # or misconfigured fabric that no single node is to blame for)
+        self.fabric_health = 1.0
 
     def fail_next(self, count: int = 1) -> None:
         """The next `count` launches fail."""
@@ -85,6 +98,7 @@ class SimBackend(Backend):
                 ready.isoformat(),
                 failed,
                 spec.ssh_key is not None,
+                spec.ssh_key or "",
             )
             self._save()
 
@@ -104,6 +118,53 @@ class SimBackend(Backend):
             self.calls.append(("terminate", external_name))
             if self._machines.pop(external_name, None) is not None:
                 self._save()
+
+    FAULTS = ("nccl", "nvlink", "ib")
+
+    def fault(self, node: str, kind: str | None) -> None:
+        """From now on `node` fails the readiness check `kind` (None: heals it)."""
+        if kind is not None and kind not in self.FAULTS:
+            raise ValueError(f"unknown fault {kind!r}; one of {self.FAULTS}")
+        with self._lock:
+            if kind is None:
+                self.faults.pop(node, None)
+            else:
+                self.faults[node] = kind
+
+    def _running(self, external_name: str, node: str | None = None) -> SimMachine:
+        with self._lock:
+            machine = self._machines.get(external_name)
+        if machine is None or machine.failed:
+            raise BackendError(f"{external_name} is not running")
+        if node is not None and node not in machine.nodes:
+            raise BackendError(f"{external_name} has no node {node}")
+        return machine
+
+    def authorized_keys(self, external_name: str, node: str) -> str:
+        return self._running(external_name, node).authorized_keys
+
+    def topology(self, external_name: str, node: str) -> tuple[str, str | None]:
+        machine = self._running(external_name, node)
+        spec = self._catalog.node(node)
+        model = self._catalog.model_by_id(machine.gpu_model)
+        fault = self.faults.get(node)
+        topo = reports.nvidia_smi_topo(spec, model, split_nvlink=fault == "nvlink")
+        if spec.ib_leaf is None or spec.ib_rails == 0:
+            return topo, None
+        return topo, reports.ibstat(spec, down_rails=[0] if fault == "ib" else [])
+
+    def all_reduce(self, external_name: str, nodes: list[str], gpus_per_node: int) -> str:
+        machine = self._running(external_name)
+        model = self._catalog.model_by_id(machine.gpu_model)
+        specs = [self._catalog.node(n) for n in nodes]
+        degraded = any(self.faults.get(n) in ("nccl", "nvlink") for n in nodes)
+        busbw = reports.node_busbw(model, degraded)
+        if len(nodes) > 1:
+            fabric = reports.fabric_busbw(specs)
+            if any(self.faults.get(n) == "ib" for n in nodes):
+                fabric *= (specs[0].ib_rails - 1) / max(specs[0].ib_rails, 1) * 0.5
+            busbw = min(busbw, fabric * self.fabric_health)
+        return reports.all_reduce_perf(nodes, gpus_per_node, f"NVIDIA {model.name}", busbw)
 
     def machines(self) -> list[str]:
         with self._lock:

@@ -1,0 +1,170 @@
+"""The readiness gate, run by the provisioning reconciler once the backend reports a workload up
+(`core.readiness` has the stages and thresholds). Backend calls happen with no transaction open;
+each stage is recorded as it ends (`services.readiness.record`, fenced by the lease).
+
+Outcomes: every check passes → `ready`, and the instance turns `running` (billable from here);
+nodes that fail a check → drained, the workload removed, the instance placed again
+(`readiness.replace_nodes`); an all-reduce across nodes that fails while each node passes →
+the instance fails (no single node is to blame, so none is drained).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from cardhour.backends.base import Backend, Probing
+from cardhour.core import hwtopo, nccl_tests, readiness
+from cardhour.core.catalog import Catalog
+from cardhour.core.clock import Clock
+from cardhour.core.errors import InvalidInput
+from cardhour.db.engine import transaction
+from cardhour.services import provisioning
+from cardhour.services import readiness as stages
+from cardhour.services.provisioning import Claim
+
+Failed = dict[str, str]  # node id -> why
+#: a check's (outcome, detail, nodes that failed it, why the instance fails as a whole)
+Result = tuple[str, dict[str, Any], Failed, str | None]
+
+
+class Gate:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        clock: Clock,
+        backend: Backend,
+        catalog: Catalog,
+        connection: dict[str, Any],
+    ) -> None:
+        assert isinstance(backend, Probing)
+        self.sessions, self.clock, self.catalog = sessions, clock, catalog
+        self.backend: Probing = backend
+        self.connection = connection
+
+    def run(self, claim: Claim, terminate: Callable[[], None]) -> bool:
+        """Run every check on the claimed workload. Returns whether the row changed;
+        `terminate` removes the workload (called before a replacement or a failure)."""
+        assert claim.external_name is not None
+        nodes = sorted(claim.gpus_by_node)
+        if not self._record(claim, "booting", "ok", {"nodes": nodes}):
+            return False
+        for name, check in (
+            ("keys_injected", self._keys),
+            ("topology_detected", self._topology),
+            ("nccl_gate", self._nccl),
+        ):
+            started = self.clock.now()
+            outcome, detail, failed, fatal = check(claim, nodes)
+            if not self._record(claim, name, outcome, detail, started):
+                return False
+            if failed or fatal:
+                terminate()
+                with transaction(self.sessions) as session:
+                    if fatal:
+                        return provisioning.apply_failed(session, claim, fatal, self.clock.now())
+                    return stages.replace_nodes(session, claim, failed, self.clock.now())
+        with transaction(self.sessions) as session:
+            now = self.clock.now()
+            if not stages.record(session, claim, "ready", now, now, "ok"):
+                return False
+            return provisioning.apply_running(session, claim, self.connection, now)
+
+    def _record(
+        self,
+        claim: Claim,
+        name: str,
+        outcome: str,
+        detail: dict[str, Any] | None = None,
+        started: datetime | None = None,
+    ) -> bool:
+        now = self.clock.now()
+        with transaction(self.sessions) as session:
+            return stages.record(session, claim, name, started or now, now, outcome, detail)
+
+    def _keys(self, claim: Claim, nodes: list[str]) -> Result:
+        assert claim.external_name is not None
+        expected = [line for line in (claim.ssh_key or "").splitlines() if line.strip()]
+        missing: Failed = {}
+        for node in nodes:
+            held = set(self.backend.authorized_keys(claim.external_name, node).splitlines())
+            lost = [line for line in expected if line not in held]
+            if lost:
+                missing[node] = f"{len(lost)} of {len(expected)} SSH keys missing"
+        detail: dict[str, Any] = {"keys": len(expected), "nodes": len(nodes)}
+        if missing:
+            detail["missing"] = missing
+        outcome = "failed" if missing else "ok" if expected else "skipped"
+        return outcome, detail, missing, None
+
+    def _topology(self, claim: Claim, nodes: list[str]) -> Result:
+        assert claim.external_name is not None
+        model = self.catalog.model_by_id(claim.gpu_model)
+        found: dict[str, str] = {}
+        bad: Failed = {}
+        for node in nodes:
+            topo_text, ib_text = self.backend.topology(claim.external_name, node)
+            try:
+                topo = hwtopo.parse_topo(topo_text)
+                ib = hwtopo.parse_ibstat(ib_text) if ib_text is not None else None
+            except InvalidInput as exc:
+                bad[node] = f"unreadable topology report: {exc.message}"
+                continue
+            check = readiness.check_topology(
+                self.catalog.node(node), model, topo, ib, multi_node=len(nodes) > 1
+            )
+            found[node] = check.summary
+            if not check.ok:
+                bad[node] = "; ".join(check.problems)
+        detail: dict[str, Any] = {"nodes": found}
+        if bad:
+            detail["problems"] = bad
+        return ("failed" if bad else "ok"), detail, bad, None
+
+    def _nccl(self, claim: Claim, nodes: list[str]) -> Result:
+        assert claim.external_name is not None
+        model = self.catalog.model_by_id(claim.gpu_model)
+        per_node: dict[str, float] = {}
+        thresholds: dict[str, float] = {}
+        bad: Failed = {}
+        for node in nodes:
+            k = len(claim.gpus_by_node[node])
+            if k < 2:
+                continue
+            threshold = readiness.node_threshold(model, k, self.catalog.node(node).gpu_count)
+            outcome = self._all_reduce(claim.external_name, [node], k, float(threshold))
+            thresholds[node] = float(threshold)
+            if outcome.large_busbw is not None:
+                per_node[node] = round(outcome.large_busbw, 1)
+            if not outcome.passed:
+                bad[node] = outcome.reason
+        detail: dict[str, Any] = {"nccl_busbw_gbps": per_node, "thresholds_gbps": thresholds}
+        fatal = None
+        if not bad and len(nodes) > 1:
+            fabric = readiness.fabric_threshold([self.catalog.node(n) for n in nodes])
+            k = min(len(claim.gpus_by_node[n]) for n in nodes)
+            outcome = self._all_reduce(
+                claim.external_name, nodes, k, float(fabric) if fabric is not None else 0.0
+            )
+            if outcome.large_busbw is not None:
+                detail["across_nodes_gbps"] = round(outcome.large_busbw, 1)
+            detail["across_nodes_threshold_gbps"] = float(fabric) if fabric is not None else None
+            if not outcome.passed:
+                fatal = f"all-reduce across nodes: {outcome.reason}"
+        if bad:
+            detail["problems"] = bad
+        if not per_node and "across_nodes_gbps" not in detail and not bad:
+            return "skipped", detail | {"why": "one GPU: nothing to all-reduce"}, bad, None
+        return ("failed" if bad or fatal else "ok"), detail, bad, fatal
+
+    def _all_reduce(
+        self, external_name: str, nodes: list[str], gpus_per_node: int, threshold: float
+    ) -> nccl_tests.GateOutcome:
+        text = self.backend.all_reduce(external_name, nodes, gpus_per_node)
+        try:
+            return nccl_tests.gate(nccl_tests.parse(text), threshold)
+        except InvalidInput as exc:
+            return nccl_tests.GateOutcome(False, None, None, threshold, exc.message)

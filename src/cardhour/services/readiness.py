@@ -1,0 +1,113 @@
+"""The database side of the readiness gate (`core.readiness`): stages per placement, recorded
+as they happen; a node that fails a check is drained and the instance placed again.
+
+Stages of a placement are keyed by (instance, attempt, name). `allocated` and `booting` start
+in the scheduling cycle; the provisioning reconciler finishes `booting` and runs the rest with
+no transaction open, recording each through `record` (fenced by its lease, like every
+provisioning write). `replace_nodes` drains the failing nodes and sends the instance back to
+`pending` (its hold stays; its GPUs are released), at most `MAX_ATTEMPTS` placements in all.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cardhour.core.readiness import STAGES
+from cardhour.core.states import InstanceStatus
+from cardhour.db.models import InstanceRow, InstanceStageRow
+from cardhour.services.instances import switch_status
+from cardhour.services.provisioning import Claim, fenced
+from cardhour.store import nodes as node_store
+
+MAX_ATTEMPTS = 3
+
+
+def _stage(session: Session, instance_id: str, attempt: int, name: str) -> InstanceStageRow | None:
+    stmt = select(InstanceStageRow).where(
+        InstanceStageRow.instance_id == instance_id,
+        InstanceStageRow.attempt == attempt,
+        InstanceStageRow.name == name,
+    )
+    return session.scalars(stmt).first()
+
+
+def put(
+    session: Session,
+    instance_id: str,
+    attempt: int,
+    name: str,
+    started: datetime,
+    finished: datetime | None = None,
+    outcome: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> None:
+    """Create or complete one stage (idempotent: a retried step rewrites the same row)."""
+    row = _stage(session, instance_id, attempt, name)
+    if row is None:
+        row = InstanceStageRow(
+            instance_id=instance_id, attempt=attempt, name=name, started_at=started
+        )
+        session.add(row)
+    row.finished_at, row.outcome = finished, outcome
+    if detail is not None:
+        row.detail = json.dumps(detail, sort_keys=True)
+    session.flush()
+
+
+def placed(
+    session: Session, row: InstanceRow, requested: datetime, now: datetime, nodes: list[str]
+) -> None:
+    """The scheduler placed the instance: `allocated` is done, `booting` starts."""
+    put(session, row.id, row.attempt, "allocated", requested, now, "ok", {"nodes": nodes})
+    put(session, row.id, row.attempt, "booting", now)
+
+
+def record(
+    session: Session,
+    claim: Claim,
+    name: str,
+    started: datetime,
+    finished: datetime | None,
+    outcome: str | None,
+    detail: dict[str, Any] | None = None,
+) -> bool:
+    """One stage of the claimed placement; False (nothing written) when the lease was lost."""
+    row = fenced(session, claim)
+    if row is None:
+        return False
+    put(session, claim.instance_id, claim.attempt, name, started, finished, outcome, detail)
+    if name != "ready":
+        row.status_reason = f"readiness: {name.replace('_', ' ')} {outcome or 'running'}"
+    return True
+
+
+def replace_nodes(session: Session, claim: Claim, bad: dict[str, str], now: datetime) -> bool:
+    """Drain each node of `bad` (node id → why) and place the instance again, or fail it after
+    `MAX_ATTEMPTS` placements. False when the lease was lost."""
+    row = fenced(session, claim)
+    if row is None:
+        return False
+    for node_id, why in sorted(bad.items()):
+        node_store.drain(session, node_id, f"readiness gate of {row.name}: {why}")
+    said = "; ".join(f"{n}: {why}" for n, why in sorted(bad.items()))
+    if row.attempt >= MAX_ATTEMPTS:
+        switch_status(session, row, InstanceStatus.FAILED, now, f"readiness gate failed ({said})")
+    else:
+        switch_status(
+            session, row, InstanceStatus.PENDING, now, f"replacing failed node(s): {said}"
+        )
+    return True
+
+
+def stages_of(session: Session, row: InstanceRow) -> list[InstanceStageRow]:
+    """The stages of the instance's latest placement, in `core.readiness.STAGES` order."""
+    stmt = select(InstanceStageRow).where(
+        InstanceStageRow.instance_id == row.id, InstanceStageRow.attempt == row.attempt
+    )
+    found = list(session.scalars(stmt))
+    return sorted(found, key=lambda s: (STAGES.index(s.name) if s.name in STAGES else 99, s.id))

@@ -1,0 +1,106 @@
+"""The readiness gate on the `sim` backend (both databases): a 2-node H100 cluster goes through
+every stage to `ready` with nccl-tests figures and bills only from there; a node made to fail
+the gate is drained and replaced; a cross-node failure fails the instance."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from cardhour.backends.sim.backend import SimBackend
+from cardhour.core.readiness import STAGES
+from cardhour.db.engine import transaction
+from cardhour.db.models import NodeRow
+from tests.conftest import Api
+
+
+def _launch(api: Api, headers: dict[str, str], count: int, name: str) -> dict[str, Any]:
+    r = api.client.post(
+        "/api/v1/instances", headers=headers, json={"gpu": "H100", "count": count, "name": name}
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _show(api: Api, headers: dict[str, str], name: str) -> dict[str, Any]:
+    r = api.client.get(f"/api/v1/instances/{name}", headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_two_node_cluster_passes_every_stage_then_bills(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "200")
+    _launch(api, headers, 16, "pair")
+    api.settle()
+    placed = _show(api, headers, "pair")
+    assert placed["status"] == "provisioning" and len(placed["nodes"]) == 2
+    assert [(s["name"], s["outcome"]) for s in placed["stages"]] == [
+        ("allocated", "ok"),
+        ("booting", None),
+    ]
+    api.settle(30)  # the simulated boot
+    ready = _show(api, headers, "pair")
+    assert ready["status"] == "running"
+    assert [s["name"] for s in ready["stages"]] == list(STAGES)
+    assert all(s["outcome"] == "ok" for s in ready["stages"] if s["name"] != "keys_injected")
+    assert ready["stages"][2]["outcome"] == "skipped"  # no SSH key on the account
+    gate = ready["gate"]
+    assert set(gate["nccl_busbw_gbps"]) == set(ready["nodes"])
+    assert all(v > 400 for v in gate["nccl_busbw_gbps"].values())  # modelled ~477 GB/s
+    assert gate["thresholds_gbps"] == {n: 235.0 for n in ready["nodes"]}
+    assert gate["across_nodes_threshold_gbps"] == 120.0  # 0.6 × 8 × 200 Gb/s ÷ 8
+    assert 180 < gate["across_nodes_gbps"] < 190  # 94% of the rails' line rate
+    topo = ready["stages"][3]["detail"]["nodes"]
+    assert set(topo.values()) == {"8 GPUs, NV18 all-to-all, 8 InfiniBand ports up"}
+    # billed from `ready` on: nothing was charged for boot and gate time
+    assert Decimal(ready["cost_so_far"]) == 0
+    api.settle(60)
+    minute = (Decimal("16") * Decimal("1.90") / 60).quantize(Decimal("0.000001"))
+    assert Decimal(_show(api, headers, "pair")["cost_so_far"]) == minute
+
+
+def test_a_node_failing_the_gate_is_drained_and_replaced(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "100")
+    _launch(api, headers, 8, "solo")
+    api.settle()
+    first = _show(api, headers, "solo")["nodes"]
+    backend = api.platform.backend
+    assert isinstance(backend, SimBackend)
+    backend.fault(first[0], "nccl")
+    api.settle(30)
+    again = _show(api, headers, "solo")
+    reasons = [e["reason"] or "" for e in again["events"]]
+    assert any(
+        r.startswith(f"replacing failed node(s): {first[0]}: large-message busbw") for r in reasons
+    )
+    with transaction(api.platform.sessions) as s:
+        node = s.get(NodeRow, first[0])
+        assert node is not None and not node.schedulable
+        assert node.drained_reason is not None and "below the 235 GB/s" in node.drained_reason
+    api.settle()  # placed again, elsewhere
+    api.settle(30)
+    done = _show(api, headers, "solo")
+    assert done["status"] == "running" and done["nodes"] != first
+    assert [s["outcome"] for s in done["stages"]][-1] == "ok"
+    statuses = [e["to_status"] for e in done["events"]]
+    assert statuses == ["pending", "provisioning", "pending", "provisioning", "running"]
+    assert backend.machines() == [f"ch-{done['id']}-2"]  # the failed placement was removed
+
+
+def test_a_fabric_failure_fails_the_cluster(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "200")
+    _launch(api, headers, 16, "slowfabric")
+    api.settle()
+    nodes = _show(api, headers, "slowfabric")["nodes"]
+    backend = api.platform.backend
+    assert isinstance(backend, SimBackend)
+    backend.fabric_health = 0.5  # every node passes on its own; across them it is slow
+    api.settle(30)
+    failed = _show(api, headers, "slowfabric")
+    assert failed["status"] == "failed", failed["status_reason"]
+    assert failed["status_reason"].startswith("all-reduce across nodes: large-message busbw")
+    with transaction(api.platform.sessions) as s:
+        assert all(s.get(NodeRow, n).schedulable for n in nodes)  # type: ignore[union-attr]
