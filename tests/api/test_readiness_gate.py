@@ -11,6 +11,7 @@ from cardhour.backends.sim.backend import SimBackend
 from cardhour.core.readiness import STAGES
 from cardhour.db.engine import transaction
 from cardhour.db.models import NodeRow
+from cardhour.services import ledger
 from tests.conftest import Api
 
 
@@ -104,3 +105,48 @@ def test_a_fabric_failure_fails_the_cluster(api: Api) -> None:
     assert failed["status_reason"].startswith("all-reduce across nodes: large-message busbw")
     with transaction(api.platform.sessions) as s:
         assert all(s.get(NodeRow, n).schedulable for n in nodes)  # type: ignore[union-attr]
+
+
+def test_a_request_ready_after_15_minutes_gets_its_wait_back_once(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "100")
+    launched = _launch(api, headers, 8, "late")
+    api.clock.advance(16 * 60)  # no scheduling pass for 16 minutes (as if the fleet were full)
+    api.settle()
+    api.settle(30)
+    ready = _show(api, headers, "late")
+    assert ready["status"] == "running"
+    waited = 16 * 60 + 30
+    expected = (Decimal(waited * 8) * Decimal("1.90") / 3600).quantize(Decimal("0.000001"))
+    sla = [e["reason"] for e in ready["events"] if (e["reason"] or "").startswith("SLA:")]
+    assert sla == ["SLA: ready 16 min 30 s after the request (more than 15 min): 4.18 CNY credited"]
+    balance = api.client.get("/api/v1/balance", headers=headers).json()
+    credits = {c["kind"]: Decimal(c["balance"]) for c in balance["credits"]}
+    assert credits["sla_credit"] == expected
+    month = api.clock.now().strftime("%Y-%m")
+    st = api.client.get(f"/api/v1/statements/{month}", headers=headers).json()
+    assert Decimal(st["movements"]["credits_granted"]["sla_credit"]) == expected
+
+    api.settle(60)  # later passes, a stop and a prompt start: nothing more
+    assert api.client.post(f"/api/v1/instances/{launched['id']}/stop", headers=headers).is_success
+    api.settle()
+    assert api.client.post(f"/api/v1/instances/{launched['id']}/start", headers=headers).is_success
+    api.settle()
+    api.settle(30)
+    again = _show(api, headers, "late")
+    assert again["status"] == "running"
+    assert sum((e["reason"] or "").startswith("SLA:") for e in again["events"]) == 1
+    with transaction(api.platform.sessions) as s:
+        assert ledger.verify(s).balanced
+
+
+def test_a_request_ready_within_15_minutes_gets_nothing(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "100")
+    _launch(api, headers, 1, "prompt")
+    api.clock.advance(14 * 60)
+    api.settle()
+    api.settle(30)  # ready after 14 min 30 s
+    ready = _show(api, headers, "prompt")
+    assert ready["status"] == "running"
+    assert not any((e["reason"] or "").startswith("SLA:") for e in ready["events"])

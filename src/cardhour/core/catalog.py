@@ -89,6 +89,8 @@ class ImageFile(_Strict):
 class CatalogFile(_Strict):
     currency: str = "CNY"
     monthly_discount_percent: int = Field(default=35, ge=0, lt=100)
+    # the SLA: a request not ready within this many seconds gets its waiting time back
+    sla_ready_within_seconds: int = Field(default=900, gt=0)
     gpu_models: list[GpuModelFile]
     data_centres: list[DataCentreFile]
     prices: list[PriceFile]
@@ -148,6 +150,7 @@ class Catalog:
     nodes: list[NodeSpec]
     prices: PriceBook
     images: list[Image] = field(default_factory=list)
+    sla_ready_within_seconds: int = 900
 
     def model(self, query: str) -> GpuModel:
         return resolve_model(self.gpu_models, query)
@@ -203,7 +206,7 @@ class Catalog:
             spec.monthly_discount_percent,
         )
         images = [Image(i.id, i.name, i.description, dict(i.versions)) for i in spec.images]
-        return cls(spec.currency, models, dcs, nodes, prices, images)
+        return cls(spec.currency, models, dcs, nodes, prices, images, spec.sla_ready_within_seconds)
 
 
 def _expand(dc: DataCentreFile, group: NodeGroupFile) -> list[NodeSpec]:

@@ -197,6 +197,9 @@ class InstanceRow(Base):
     billed_closed_micros: Mapped[int] = mapped_column(BigInteger, default=0)
     closed_frac: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     charged_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    # the user's open request to run it (launch or start), until it is ready or given up:
+    # the SLA's clock (`services.sla`); a node replaced by the platform does not restart it
+    requested_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     lease_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)

@@ -68,10 +68,8 @@ class Gate:
                         return provisioning.apply_failed(session, claim, fatal, self.clock.now())
                     return stages.replace_nodes(session, claim, failed, self.clock.now())
         with transaction(self.sessions) as session:
-            now = self.clock.now()
-            if not stages.record(session, claim, "ready", now, now, "ok"):
-                return False
-            return provisioning.apply_running(session, claim, self.connection, now)
+            sla = self.catalog.sla_ready_within_seconds
+            return stages.ready(session, claim, self.connection, self.clock.now(), sla)
 
     def _record(
         self,

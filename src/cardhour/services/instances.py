@@ -86,6 +86,10 @@ def switch_status(
         wallet.release_hold(session, row, now)
     if current in HOLDS_GPUS and new not in HOLDS_GPUS:
         node_store.release_allocations(session, row.id)
+    if new == S.PENDING and current != S.PROVISIONING:  # a user's start; not a replacement
+        row.requested_at = now
+    elif new not in COMMITTED:  # given up before it was ready: no SLA credit (docs/dev)
+        row.requested_at = None
     row.status = new.value
     row.status_reason = reason
     row.updated_at = now
@@ -282,6 +286,7 @@ def create(
         billed_closed_micros=0,
         created_at=now,
         updated_at=now,
+        requested_at=now,
     )
     store.add_instance(session, row)
     store.add_event(

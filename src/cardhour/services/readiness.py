@@ -20,8 +20,10 @@ from sqlalchemy.orm import Session
 from cardhour.core.readiness import STAGES
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceRow, InstanceStageRow
+from cardhour.services import sla
 from cardhour.services.instances import switch_status
-from cardhour.services.provisioning import Claim, fenced
+from cardhour.services.provisioning import Claim, apply_running, fenced
+from cardhour.store import instances as instance_store
 from cardhour.store import nodes as node_store
 
 MAX_ATTEMPTS = 3
@@ -111,3 +113,18 @@ def stages_of(session: Session, row: InstanceRow) -> list[InstanceStageRow]:
     )
     found = list(session.scalars(stmt))
     return sorted(found, key=lambda s: (STAGES.index(s.name) if s.name in STAGES else 99, s.id))
+
+
+def ready(
+    session: Session, claim: Claim, connection: dict[str, Any], now: datetime, sla_seconds: int
+) -> bool:
+    """Every check passed: record `ready`, turn the instance `running` (billable from now) and
+    settle the SLA of its request. False when the lease was lost."""
+    if not record(session, claim, "ready", now, now, "ok"):
+        return False
+    if not apply_running(session, claim, connection, now):
+        return False
+    row = instance_store.get_instance(session, claim.instance_id)
+    if row is not None:
+        sla.settle_ready(session, row, now, sla_seconds)
+    return True
