@@ -82,3 +82,10 @@ def test_timestamps_carry_a_timezone(api: Api) -> None:
     shown = api.client.get("/api/v1/instances/tz", headers=headers).json()
     for value in (shown["created_at"], shown["updated_at"], shown["events"][0]["at"]):
         assert datetime.fromisoformat(value).utcoffset() is not None, value
+
+
+def test_a_lone_surrogate_with_an_idempotency_key_is_422_not_500(api: Api) -> None:
+    headers = api.signup() | {"Idempotency-Key": "k-1", "Content-Type": "application/json"}
+    body = b'{"gpu": "H100", "ssh_key": "ssh-ed25519 AAAA \\ud800"}'
+    r = api.client.post("/api/v1/instances", headers=headers, content=body)
+    assert r.status_code == 422, r.text

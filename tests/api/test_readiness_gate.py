@@ -89,6 +89,29 @@ def test_a_node_failing_the_gate_is_drained_and_replaced(api: Api) -> None:
     assert statuses == ["pending", "provisioning", "pending", "provisioning", "running"]
     assert backend.machines() == [f"ch-{done['id']}-2"]  # the failed placement was removed
 
+    # the operator sees the drain and, once the node is repaired, resumes it (admin only)
+    admin = _admin(api)
+    listed = {n["id"]: n for n in api.client.get("/api/v1/admin/nodes", headers=admin).json()}
+    assert "below the 235 GB/s" in listed[first[0]]["drained_reason"]
+    resume = f"/api/v1/admin/nodes/{first[0]}/resume"
+    assert api.client.post(resume, headers=headers).status_code == 403
+    backend.fault(first[0], None)
+    r = api.client.post(resume, headers=admin)
+    assert r.status_code == 200 and r.json()["schedulable"] and r.json()["drained_reason"] is None
+    assert api.client.post(resume, headers=admin).status_code == 409  # not drained any more
+    assert api.client.post("/api/v1/admin/nodes/nope/resume", headers=admin).status_code == 404
+    api.platform.reconcile()  # the inventory sync keeps it schedulable
+    with transaction(api.platform.sessions) as s:
+        node = s.get(NodeRow, first[0])
+        assert node is not None and node.schedulable
+
+
+def _admin(api: Api) -> dict[str, str]:
+    email, password = api.platform.bootstrap_admin()
+    r = api.client.post("/api/v1/auth/login", json={"email": email, "password": password})
+    assert r.status_code == 200, r.text
+    return {"Authorization": f"Bearer {r.json()['api_key']}"}
+
 
 def test_a_fabric_failure_fails_the_cluster(api: Api) -> None:
     headers = api.signup()
@@ -150,3 +173,24 @@ def test_a_request_ready_within_15_minutes_gets_nothing(api: Api) -> None:
     ready = _show(api, headers, "prompt")
     assert ready["status"] == "running"
     assert not any((e["reason"] or "").startswith("SLA:") for e in ready["events"])
+
+
+def test_three_failed_placements_fail_the_request(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "100")
+    backend = api.platform.backend
+    assert isinstance(backend, SimBackend)
+    for spec in api.platform.catalog.nodes:
+        if spec.gpu_model == "H100":
+            backend.fault(spec.id, "nvlink")
+    _launch(api, headers, 8, "unlucky")
+    for _ in range(3):
+        api.settle()
+        api.settle(30)
+    done = _show(api, headers, "unlucky")
+    assert done["status"] == "failed"
+    assert done["status_reason"].startswith("readiness gate failed (")
+    assert "NVLink split into 2 domains" in done["status_reason"]
+    statuses = [e["to_status"] for e in done["events"]]
+    assert statuses.count("provisioning") == 3 and backend.machines() == []
+    assert Decimal(done["cost_so_far"]) == 0 and Decimal(done["held"]) == 0

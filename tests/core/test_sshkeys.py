@@ -120,6 +120,8 @@ def test_security_key_types_are_walked_field_by_field(keydir: Path) -> None:
 ED = _wire(b"ssh-ed25519", b"\x01" * 32)
 COMPRESSED = _wire(b"ecdsa-sha2-nistp256", b"nistp256", b"\x02" + b"x" * 64)
 OFF_CURVE = _wire(b"ecdsa-sha2-nistp256", b"nistp256", b"\x04" + b"x" * 64)
+BIG_RSA = _wire(b"ssh-rsa", b"\x01\x00\x01", b"\x7f" + b"\xff" * 2048)  # 16,391 bits
+HUGE_EXPONENT = _wire(b"ssh-rsa", b"\x01" * 3000, b"\x00" + b"\xc5" * 256)
 SK_WEB = _wire(b"sk-ssh-ed25519@openssh.com", b"x" * 32, b"web")
 
 
@@ -142,6 +144,9 @@ SK_WEB = _wire(b"sk-ssh-ed25519@openssh.com", b"x" * 32, b"web")
         (f'command="ls" ssh-ed25519 {ED} x', "options are not accepted"),
         (f"ssh-ed25519 {ED} a\nssh-ed25519 {ED} b", "one SSH key per request"),
         (f"ssh-ed25519 {ED} bell\x07", "control characters"),
+        (f"ssh-ed25519 {ED} line\u2028break", "control characters"),
+        (f"ssh-rsa {BIG_RSA}", "at most 16384"),
+        (f"ssh-rsa {HUGE_EXPONENT}", "integer too large"),
         ("hello world", "not an OpenSSH public key"),
         ("ssh-ed25519 " + "A" * 20_000, "longer than"),
     ],

@@ -236,6 +236,9 @@ class NodeRead(BaseModel):
     ib_leaf: str | None
     ib_spine: str | None
     schedulable: bool
+    drained_reason: str | None = Field(
+        default=None, description="Why the readiness gate drained it (until resumed)."
+    )
 
 
 class DefragMoveRead(BaseModel):

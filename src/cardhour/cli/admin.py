@@ -79,3 +79,49 @@ def topup(
         soft_wrap=True,
     )
     out.print(f"  reference {escape(done.reference)}, transfer {escape(done.transfer_id)}")
+
+
+def nodes(
+    ctx: typer.Context,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+) -> None:
+    """The fleet: GPUs in use per node, and the nodes out of scheduling with the reason."""
+    with connect(ctx, url, api_key) as client:
+        found = client.admin_nodes()
+    if as_json:
+        print_json(found)
+        return
+    table = Table(box=None, header_style="bold")
+    for column in ("NODE", "DC", "GPUS", "USED", "IB LEAF", "STATE"):
+        table.add_column(column)
+    for n in found:
+        state = (
+            "ok"
+            if n.schedulable
+            else f"drained: {n.drained_reason}"
+            if n.drained_reason
+            else "gone"
+        )
+        table.add_row(
+            escape(n.id),
+            escape(n.data_centre),
+            f"{n.gpu_count} × {escape(n.gpu)}",
+            str(len(n.used_gpus)),
+            escape(n.ib_leaf or "-"),
+            escape(state),
+        )
+    out.print(table)
+
+
+def resume(
+    ctx: typer.Context,
+    node: Annotated[str, typer.Argument(help="The node to put back into scheduling.")],
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+) -> None:
+    """Put a node the readiness gate drained back into scheduling (once it is repaired)."""
+    with connect(ctx, url, api_key) as client:
+        row = client.admin_resume_node(node)
+    out.print(f"{escape(row.id)} is schedulable again ({row.free_gpus} GPUs free)")

@@ -106,6 +106,8 @@ ADMIN_COMMANDS["topup"] = admin.topup
 ADMIN_COMMANDS["price"] = prices.set_price
 ADMIN_COMMANDS["credit"] = prices.grant_credit
 ADMIN_COMMANDS["role"] = grants_review.role
+ADMIN_COMMANDS["nodes"] = admin.nodes
+ADMIN_COMMANDS["resume"] = admin.resume
 for _name, _command in ADMIN_COMMANDS.items():
     admin_app.command(_name)(_one_line_errors(_command))
 app.add_typer(admin_app, name="admin")

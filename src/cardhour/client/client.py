@@ -41,6 +41,7 @@ from cardhour.api.schemas import (
     HealthRead,
     InstanceCreate,
     InstanceRead,
+    NodeRead,
     OfferRead,
     PriceRead,
     PriceSet,
@@ -223,6 +224,14 @@ class CardhourClient:
         return self._call(HealthRead, "GET", "/health")
 
     # -- operators (admin role) -------------------------------------------------------------
+
+    def admin_nodes(self) -> list[NodeRead]:
+        """The fleet with live GPU allocations and drains."""
+        return self._call(list[NodeRead], "GET", "/admin/nodes")
+
+    def admin_resume_node(self, node_id: str) -> NodeRead:
+        """Put a node the readiness gate drained back into scheduling."""
+        return self._call(NodeRead, "POST", f"/admin/nodes/{quote(node_id, safe='')}/resume")
 
     def defrag_plan(self, gpu: str) -> DefragRead:
         """What the planner would move so `gpu` (`MODEL:COUNT`) fits; nothing is moved."""

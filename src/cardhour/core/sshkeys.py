@@ -27,7 +27,10 @@ from cardhour.core.errors import InvalidInput
 
 MAX_LINE = 16_384  # an 16384-bit RSA key is about 2.8 kB of base64; nothing real comes close
 MIN_RSA_BITS = 2048
-_COMMENT = re.compile(r"[\x20-\x7e\u00a0-\uffff]*")  # printable, no control characters
+MAX_RSA_BITS = 16_384  # OpenSSH's SSHBUF_MAX_BIGNUM: it refuses larger moduli
+MAX_MPINT_BYTES = 2049
+# printable, no control characters nor line or paragraph separators (U+0085, U+2028, U+2029)
+_COMMENT = re.compile(r"[\x20-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufffd]*")
 
 # NIST curves y² = x³ − 3x + b over GF(p) (FIPS 186-4 D.1.2): (p, b, coordinate bytes)
 _CURVES = {
@@ -114,6 +117,8 @@ class _Reader:
 
     def mpint(self) -> int:
         raw = self.string()
+        if len(raw) > MAX_MPINT_BYTES:
+            raise _Malformed("integer too large")
         if raw and raw[0] & 0x80:
             raise _Malformed("negative integer")
         if len(raw) > 1 and raw[0] == 0 and not raw[1] & 0x80:
@@ -166,6 +171,8 @@ def parse(text: str) -> PublicKey:
         bits = _check_blob(key_type, blob)
     except _Malformed as exc:
         raise InvalidInput(f"{key_type} key: malformed key data ({exc})") from None
+    if key_type == "ssh-rsa" and bits > MAX_RSA_BITS:
+        raise InvalidInput(f"RSA key of {bits} bits: OpenSSH accepts at most {MAX_RSA_BITS}")
     if key_type == "ssh-rsa" and bits < MIN_RSA_BITS:
         raise InvalidInput(
             f"RSA key of {bits} bits: at least {MIN_RSA_BITS} are required (or use ed25519: "

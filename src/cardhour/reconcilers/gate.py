@@ -3,21 +3,22 @@
 each stage is recorded as it ends (`services.readiness.record`, fenced by the lease).
 
 Outcomes: every check passes → `ready`, and the instance turns `running` (billable from here);
-nodes that fail a check → drained, the workload removed, the instance placed again
-(`readiness.replace_nodes`); an all-reduce across nodes that fails while each node passes →
-the instance fails (no single node is to blame, so none is drained).
+nodes that fail the topology or their own nccl check → drained, the instance placed again
+(`readiness.replace_nodes`), then the workload removed; keys missing, or an all-reduce across
+nodes that fails while each node passes → the instance fails (no node is to blame, so none is
+drained). Each recorded stage extends the lease, so a slow gate is not taken over mid-run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from cardhour.backends.base import Backend, Probing
-from cardhour.core import hwtopo, nccl_tests, readiness
+from cardhour.core import hwtopo, nccl_tests, readiness, sshkeys
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.core.errors import InvalidInput
@@ -39,11 +40,13 @@ class Gate:
         backend: Backend,
         catalog: Catalog,
         connection: dict[str, Any],
+        lease_seconds: int,
     ) -> None:
         assert isinstance(backend, Probing)
         self.sessions, self.clock, self.catalog = sessions, clock, catalog
         self.backend: Probing = backend
         self.connection = connection
+        self.lease = timedelta(seconds=lease_seconds)
 
     def run(self, claim: Claim, terminate: Callable[[], None]) -> bool:
         """Run every check on the claimed workload. Returns whether the row changed;
@@ -62,11 +65,15 @@ class Gate:
             if not self._record(claim, name, outcome, detail, started):
                 return False
             if failed or fatal:
-                terminate()
                 with transaction(self.sessions) as session:
+                    now = self.clock.now()
                     if fatal:
-                        return provisioning.apply_failed(session, claim, fatal, self.clock.now())
-                    return stages.replace_nodes(session, claim, failed, self.clock.now())
+                        applied = provisioning.apply_failed(session, claim, fatal, now)
+                    else:
+                        applied = stages.replace_nodes(session, claim, failed, now)
+                if applied:  # ours to remove; a lost lease leaves it to its new owner
+                    terminate()
+                return applied
         with transaction(self.sessions) as session:
             sla = self.catalog.sla_ready_within_seconds
             return stages.ready(session, claim, self.connection, self.clock.now(), sla)
@@ -81,22 +88,27 @@ class Gate:
     ) -> bool:
         now = self.clock.now()
         with transaction(self.sessions) as session:
-            return stages.record(session, claim, name, started or now, now, outcome, detail)
+            return stages.record(
+                session, claim, name, started or now, now, outcome, detail, now + self.lease
+            )
 
     def _keys(self, claim: Claim, nodes: list[str]) -> Result:
+        """Every key given (by fingerprint: a node may rewrite the lines) on every node. Keys
+        missing are the backend's fault, not the node's: the instance fails, nothing drains."""
         assert claim.external_name is not None
-        expected = [line for line in (claim.ssh_key or "").splitlines() if line.strip()]
+        expected = _fingerprints(claim.ssh_key or "")
         missing: Failed = {}
         for node in nodes:
-            held = set(self.backend.authorized_keys(claim.external_name, node).splitlines())
-            lost = [line for line in expected if line not in held]
+            held = _fingerprints(self.backend.authorized_keys(claim.external_name, node))
+            lost = expected - held
             if lost:
                 missing[node] = f"{len(lost)} of {len(expected)} SSH keys missing"
         detail: dict[str, Any] = {"keys": len(expected), "nodes": len(nodes)}
         if missing:
             detail["missing"] = missing
-        outcome = "failed" if missing else "ok" if expected else "skipped"
-        return outcome, detail, missing, None
+            said = "; ".join(f"{n}: {why}" for n, why in sorted(missing.items()))
+            return "failed", detail, {}, f"SSH keys not injected ({said})"
+        return ("ok" if expected else "skipped"), detail, {}, None
 
     def _topology(self, claim: Claim, nodes: list[str]) -> Result:
         assert claim.external_name is not None
@@ -166,3 +178,15 @@ class Gate:
             return nccl_tests.gate(nccl_tests.parse(text), threshold)
         except InvalidInput as exc:
             return nccl_tests.GateOutcome(False, None, None, threshold, exc.message)
+
+
+def _fingerprints(text: str) -> set[str]:
+    """The fingerprints of the keys in an `authorized_keys` text (lines that are no key, such
+    as comments, are left out)."""
+    found = set()
+    for line in text.splitlines():
+        try:
+            found.add(sshkeys.parse(line).fingerprint)
+        except InvalidInput:
+            continue
+    return found

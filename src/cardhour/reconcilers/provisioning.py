@@ -93,16 +93,25 @@ class ProvisioningReconciler(Reconciler):
         polled = self.backend.poll(claim.external_name)
         if polled.state in (MachineState.FAILED, MachineState.GONE):
             return self._fail(claim, polled.message or "the backend lost the machine")
-        if polled.state == MachineState.RUNNING and self.catalog is not None:
-            gate = Gate(self.sessions, self.clock, self.backend, self.catalog, polled.connection)
-            applied = gate.run(claim, lambda: self.backend.terminate(name))
-        elif polled.state == MachineState.RUNNING:
+        late = self.clock.now() - claim.status_since > self.timeout
+        if polled.state == MachineState.RUNNING and self.catalog is None:
             with transaction(self.sessions) as session:
                 applied = provisioning.apply_running(
                     session, claim, polled.connection, self.clock.now()
                 )
-        elif self.clock.now() - claim.status_since > self.timeout:
+        elif late:  # booting, or the gate (a node that cannot be reached), took too long
             return self._fail(claim, f"not ready within {self.timeout.total_seconds():.0f} s")
+        elif polled.state == MachineState.RUNNING:
+            assert self.catalog is not None
+            gate = Gate(
+                self.sessions,
+                self.clock,
+                self.backend,
+                self.catalog,
+                polled.connection,
+                self.lease_seconds,
+            )
+            applied = gate.run(claim, lambda: self.backend.terminate(name))
         else:
             applied = self._release(claim)
         if not applied:

@@ -130,14 +130,7 @@ def meter_and_autostop(
         book = wallet.open_wallet(session, now, owners, ["revenue"])
     every = timedelta(seconds=charge_every_seconds)
     due_rows = [r for r in metered if r.charged_at is None or now - as_utc(r.charged_at) >= every]
-    charges = metering.settle_rows(
-        session,
-        book,
-        [r for r in due_rows if isinstance(r, InstanceRow)],
-        now,
-        prices,
-        unsplit=[r for r in due_rows if isinstance(r, RunningRow)],
-    )
+    charges = metering.settle_rows(session, book, due_rows, now, prices)
     currency = book.row(ledger.platform_key("revenue")).currency
     for instance_id, micros in charges.items():
         result.charged[instance_id] = Money(micros, currency)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from cardhour.core.catalog import Catalog
+from cardhour.core.errors import Conflict, NotFound
 from cardhour.core.topology import NodeSpec
 from cardhour.db.models import NodeRow
 from cardhour.scheduler import FleetState, Placement
@@ -35,7 +36,8 @@ def sync_nodes(session: Session, inventory: Iterable[NodeSpec]) -> tuple[int, in
 
     Returns (added, updated). A node keeps its allocations whatever happens here.
     """
-    existing = {row.id: row for row in store.list_nodes(session)}
+    # locked: a readiness drain committing meanwhile must not be overwritten
+    existing = {row.id: row for row in store.list_nodes(session, lock=True)}
     seen: set[str] = set()
     added = updated = 0
     for spec in inventory:
@@ -97,3 +99,14 @@ def node_usage(session: Session) -> list[tuple[NodeRow, list[int]]]:
     """Every node with the indices of its GPUs in use (the operator's fleet view)."""
     used = store.used_gpus_by_node(session)
     return [(row, sorted(used.get(row.id, set()))) for row in store.list_nodes(session)]
+
+
+def resume(session: Session, node_id: str) -> None:
+    """Clear a readiness drain. NotFound for an unknown node; Conflict when the node is not
+    drained (it may be unschedulable because the backend stopped reporting it)."""
+    row = next((r for r in store.list_nodes(session) if r.id == node_id), None)
+    if row is None:
+        raise NotFound(f"no node {node_id!r}")
+    if row.drained_reason is None:
+        raise Conflict(f"node {node_id} is not drained")
+    store.resume(session, node_id)

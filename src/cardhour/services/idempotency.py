@@ -78,7 +78,8 @@ def canonical_body(body: bytes) -> bytes:
         parsed = json.loads(body)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return body
-    return json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "surrogatepass")  # JSON may escape a lone surrogate ("\ud800")
 
 
 def fingerprint(method: str, path: str, body: bytes) -> Fingerprint:

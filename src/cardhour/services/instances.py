@@ -77,7 +77,9 @@ def switch_status(
         elif not metering.on_plan(row, now):
             if row.data_centre is not None:  # the price in force when billing starts
                 prices = pricing.history(session)
-                first = row.attempt <= 1
+                # a quote caps the price until the instance first runs, however often the
+                # platform had to place it again before that
+                first = row.quoted_price_micros is not None and not store.has_run(session, row.id)
                 row.price_micros = pricing.run_price(
                     prices, row, row.data_centre, now, first
                 ).micros

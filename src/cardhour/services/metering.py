@@ -160,27 +160,25 @@ def splits(row: RunningRow, now: datetime, prices: PriceHistory) -> bool:
 def settle_rows(
     session: Session,
     book: Book,
-    rows: Sequence[InstanceRow],
+    rows: Sequence[InstanceRow | RunningRow],
     now: datetime,
     prices: PriceHistory,
-    unsplit: Sequence[RunningRow] = (),
 ) -> dict[str, int]:
-    """Bring every row's charge up to `now`: split segments, then charge what each owes (hold
-    first, then credits, then cash). `unsplit`: running rows read as plain tuples that `splits`
-    found nothing to split in, charged alike (the metering pass's common case). `book` must hold
-    the owners' accounts and revenue. Returns micro-units charged per instance id. The caller
-    flushes the book."""
-    for row in rows:
-        for segment in split_at_boundaries(row, now, prices):
-            session.add(segment)
+    """Bring every row's charge up to `now`, in the order given: split the segments of ORM rows,
+    then charge what each owes (grant hours, hold, credits, cash). A `RunningRow` (a plain
+    tuple, the metering pass's common case) must be one `splits` found nothing to split in.
+    `book` must hold the owners' accounts and revenue. Returns micro-units charged per instance
+    id. The caller flushes the book."""
     charged: dict[str, int] = {}
-    everyone: list[Rated] = [*rows, *unsplit]
-    for each in everyone:
-        amount = due(each, now)
+    for row in rows:
+        if isinstance(row, InstanceRow):
+            for segment in split_at_boundaries(row, now, prices):
+                session.add(segment)
+        amount = due(row, now)
         if amount > 0:
-            wallet.charge(book, each, amount, f"usage:{each.id}:{each.billed_micros}", "usage")
-        charged[each.id] = max(amount, 0)
-    store.save_charges(session, [(r, r.billed_micros + charged[r.id], now) for r in everyone])
+            wallet.charge(book, row, amount, f"usage:{row.id}:{row.billed_micros}", "usage")
+        charged[row.id] = max(amount, 0)
+    store.save_charges(session, [(r, r.billed_micros + charged[r.id], now) for r in rows])
     return charged
 
 

@@ -5,7 +5,8 @@ Stages of a placement are keyed by (instance, attempt, name). `allocated` and `b
 in the scheduling cycle; the provisioning reconciler finishes `booting` and runs the rest with
 no transaction open, recording each through `record` (fenced by its lease, like every
 provisioning write). `replace_nodes` drains the failing nodes and sends the instance back to
-`pending` (its hold stays; its GPUs are released), at most `MAX_ATTEMPTS` placements in all.
+`pending` (its hold stays; its GPUs are released), at most `MAX_ATTEMPTS` failed placements
+per request.
 """
 
 from __future__ import annotations
@@ -77,11 +78,15 @@ def record(
     finished: datetime | None,
     outcome: str | None,
     detail: dict[str, Any] | None = None,
+    lease_until: datetime | None = None,
 ) -> bool:
-    """One stage of the claimed placement; False (nothing written) when the lease was lost."""
+    """One stage of the claimed placement; False (nothing written) when the lease was lost.
+    `lease_until`: the lease is extended to then, so a slow gate is not taken over mid-run."""
     row = fenced(session, claim)
     if row is None:
         return False
+    if lease_until is not None:
+        row.lease_expires_at = lease_until
     put(session, claim.instance_id, claim.attempt, name, started, finished, outcome, detail)
     if name != "ready":
         row.status_reason = f"readiness: {name.replace('_', ' ')} {outcome or 'running'}"
@@ -89,15 +94,16 @@ def record(
 
 
 def replace_nodes(session: Session, claim: Claim, bad: dict[str, str], now: datetime) -> bool:
-    """Drain each node of `bad` (node id → why) and place the instance again, or fail it after
-    `MAX_ATTEMPTS` placements. False when the lease was lost."""
+    """Drain each node of `bad` (node id → why) and place the instance again, or fail it once
+    `MAX_ATTEMPTS` placements of the current request failed the gate. False when the lease was
+    lost."""
     row = fenced(session, claim)
     if row is None:
         return False
     for node_id, why in sorted(bad.items()):
         node_store.drain(session, node_id, f"readiness gate of {row.name}: {why}")
     said = "; ".join(f"{n}: {why}" for n, why in sorted(bad.items()))
-    if row.attempt >= MAX_ATTEMPTS:
+    if failed_placements(session, row) >= MAX_ATTEMPTS:
         switch_status(session, row, InstanceStatus.FAILED, now, f"readiness gate failed ({said})")
     else:
         switch_status(
@@ -128,3 +134,13 @@ def ready(
     if row is not None:
         sla.settle_ready(session, row, now, sla_seconds)
     return True
+
+
+def failed_placements(session: Session, row: InstanceRow) -> int:
+    """Placements of the instance's current request (since `requested_at`) with a failed stage."""
+    stmt = select(InstanceStageRow.attempt).where(
+        InstanceStageRow.instance_id == row.id, InstanceStageRow.outcome == "failed"
+    )
+    if row.requested_at is not None:
+        stmt = stmt.where(InstanceStageRow.started_at >= row.requested_at)
+    return len(set(session.scalars(stmt)))

@@ -92,7 +92,7 @@ def run_cycle(
             view.versions[node_id] += 1
         node_store.add_allocations(session, row.id, where.gpus_by_node)
         row.data_centre = where.data_centre
-        first = row.attempt == 0
+        first = row.quoted_price_micros is not None and not store.has_run(session, row.id)
         row.price_micros = pricing.run_price(prices, row, where.data_centre, now, first).micros
         row.attempt += 1
         row.external_name = f"ch-{row.id}-{row.attempt}"

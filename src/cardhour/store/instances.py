@@ -123,7 +123,9 @@ def lock_running(session: Session) -> list[RunningRow]:
 
 def lock_many(session: Session, ids: Iterable[str]) -> dict[str, InstanceRow]:
     """The instances of `ids` as ORM objects, fresh from the database and locked."""
-    stmt = for_update(select(InstanceRow).where(InstanceRow.id.in_(sorted(ids))))
+    stmt = for_update(
+        select(InstanceRow).where(InstanceRow.id.in_(sorted(ids))).order_by(InstanceRow.id)
+    )
     return {row.id: row for row in session.scalars(stmt.execution_options(populate_existing=True))}
 
 
@@ -198,3 +200,11 @@ def save_charges(session: Session, charges: Sequence[tuple[Rated, int, datetime]
         if isinstance(row, InstanceRow):
             set_committed_value(row, "billed_micros", billed)
             set_committed_value(row, "charged_at", at)
+
+
+def has_run(session: Session, instance_id: str) -> bool:
+    """Whether the instance was ever `running` (a quote's price cap holds until it first is)."""
+    stmt = select(InstanceEventRow.id).where(
+        InstanceEventRow.instance_id == instance_id, InstanceEventRow.to_status == "running"
+    )
+    return session.scalars(stmt.limit(1)).first() is not None

@@ -7,11 +7,15 @@ from collections import defaultdict
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from cardhour.db.locking import for_update
 from cardhour.db.models import AllocationRow, NodeRow
 
 
-def list_nodes(session: Session) -> list[NodeRow]:
-    return list(session.scalars(select(NodeRow).order_by(NodeRow.id)))
+def list_nodes(session: Session, lock: bool = False) -> list[NodeRow]:
+    stmt = select(NodeRow).order_by(NodeRow.id)
+    if lock:
+        stmt = for_update(stmt).execution_options(populate_existing=True)
+    return list(session.scalars(stmt))
 
 
 def add_node(session: Session, row: NodeRow) -> None:

@@ -8,10 +8,25 @@ from sqlalchemy.orm import Session
 from cardhour.api import convert, schemas
 from cardhour.api.deps import Ctx, get_ctx
 from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
-from cardhour.db.models import UserRow
+from cardhour.db.models import NodeRow, UserRow
 from cardhour.services import accounts, defrag, fleet, topups
 
 router = APIRouter(prefix="/admin", tags=["admin"])
+
+
+def _node(row: NodeRow, used: list[int]) -> schemas.NodeRead:
+    return schemas.NodeRead(
+        id=row.id,
+        data_centre=row.data_centre,
+        gpu=row.gpu_model,
+        gpu_count=row.gpu_count,
+        used_gpus=used,
+        free_gpus=row.gpu_count - len(used),
+        ib_leaf=row.ib_leaf,
+        ib_spine=row.ib_spine,
+        schedulable=row.schedulable,
+        drained_reason=row.drained_reason,
+    )
 
 
 @router.get("/nodes", response_model=list[schemas.NodeRead])
@@ -19,20 +34,17 @@ def nodes(ctx: Ctx = Depends(get_ctx)) -> list[schemas.NodeRead]:
     """The fleet with live GPU allocations."""
     with ctx.user_tx() as (session, user):
         accounts.require_admin(user)
-        return [
-            schemas.NodeRead(
-                id=row.id,
-                data_centre=row.data_centre,
-                gpu=row.gpu_model,
-                gpu_count=row.gpu_count,
-                used_gpus=used,
-                free_gpus=row.gpu_count - len(used),
-                ib_leaf=row.ib_leaf,
-                ib_spine=row.ib_spine,
-                schedulable=row.schedulable,
-            )
-            for row, used in fleet.node_usage(session)
-        ]
+        return [_node(row, used) for row, used in fleet.node_usage(session)]
+
+
+@router.post("/nodes/{node_id}/resume", response_model=schemas.NodeRead)
+def resume_node(node_id: str, ctx: Ctx = Depends(get_ctx)) -> schemas.NodeRead:
+    """Put a node the readiness gate drained back into scheduling (after repairing it)."""
+    with ctx.user_tx() as (session, user):
+        accounts.require_admin(user)
+        fleet.resume(session, node_id)
+        row, used = next((r, u) for r, u in fleet.node_usage(session) if r.id == node_id)
+        return _node(row, used)
 
 
 @router.get("/defrag", response_model=schemas.DefragRead)
