@@ -143,6 +143,17 @@ def cheap_passwords(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
         monkeypatch.setattr(accounts, "_hasher", cheap)
 
 
+@pytest.fixture(autouse=True)
+def isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """HOME in a temp dir for every test and the processes it starts: the CLI writes
+    `~/.cardhour/ssh/*` and an `Include` line into `~/.ssh/config`, never the real ones."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()

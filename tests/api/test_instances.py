@@ -47,6 +47,10 @@ def test_errors_have_codes_and_never_500(api: Api) -> None:
             "private_key_refused",
         ),
         ({"gpu": "H100", "plan": "weekly"}, 422, "invalid_input"),
+        ({"gpu": "H100", "count": 4, "nodes": 2}, 422, "invalid_input"),
+        ({"gpu": "H100", "count": 8, "nodes": 0}, 422, "invalid_input"),
+        ({"gpu": "H100", "count": 8, "nodes": 129}, 422, "invalid_input"),
+        ({"gpu": "H100", "count": 8, "nodes": "2"}, 422, "invalid_input"),
         ({"gpu": "H100", "count": 12}, 409, "no_capacity"),
         ({"count": 1}, 422, "invalid_input"),
     ]

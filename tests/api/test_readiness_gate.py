@@ -15,10 +15,11 @@ from cardhour.services import ledger
 from tests.conftest import Api
 
 
-def _launch(api: Api, headers: dict[str, str], count: int, name: str) -> dict[str, Any]:
-    r = api.client.post(
-        "/api/v1/instances", headers=headers, json={"gpu": "H100", "count": count, "name": name}
-    )
+def _launch(
+    api: Api, headers: dict[str, str], count: int, name: str, nodes: int = 1
+) -> dict[str, Any]:
+    body = {"gpu": "H100", "count": count, "name": name, "nodes": nodes}
+    r = api.client.post("/api/v1/instances", headers=headers, json=body)
     assert r.status_code == 201, r.text
     return r.json()
 
@@ -32,7 +33,7 @@ def _show(api: Api, headers: dict[str, str], name: str) -> dict[str, Any]:
 def test_two_node_cluster_passes_every_stage_then_bills(api: Api) -> None:
     headers = api.signup()
     api.top_up(headers, "200")
-    _launch(api, headers, 16, "pair")
+    _launch(api, headers, 8, "pair", nodes=2)
     api.settle()
     placed = _show(api, headers, "pair")
     assert placed["status"] == "provisioning" and len(placed["nodes"]) == 2
@@ -52,6 +53,13 @@ def test_two_node_cluster_passes_every_stage_then_bills(api: Api) -> None:
     assert gate["thresholds_gbps"] == {n: 235.0 for n in ready["nodes"]}
     assert gate["across_nodes_threshold_gbps"] == 120.0  # 0.6 × 8 × 200 Gb/s ÷ 8
     assert 180 < gate["across_nodes_gbps"] < 190  # 94% of the rails' line rate
+    head, worker = ready["cluster"]["nodes"]
+    assert (head["hostname"], worker["hostname"], worker["env"]["NODE_RANK"]) == (
+        "pair",
+        "pair-worker1",
+        "1",
+    )
+    assert ready["count"] == 16
     topo = ready["stages"][3]["detail"]["nodes"]
     assert set(topo.values()) == {"8 GPUs, NV18 all-to-all, 8 InfiniBand ports up"}
     # billed from `ready` on: nothing was charged for boot and gate time

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from cardhour.api import schemas
+from cardhour.core import cluster
 from cardhour.core.clock import as_utc
 from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow, UserRow
@@ -106,7 +107,29 @@ def _readiness(session: Session, row: InstanceRow) -> dict[str, Any]:
         for s in readiness.stages_of(session, row)
     ]
     gate = next((s.detail for s in stages if s.name == "nccl_gate" and s.detail), None)
-    return {"stages": stages, "gate": gate}
+    return {"stages": stages, "gate": gate, "cluster": _cluster(session, row)}
+
+
+def _cluster(session: Session, row: InstanceRow) -> schemas.ClusterRead | None:
+    """Roles, hostnames and environment while the instance holds nodes."""
+    nodes = instances.cluster_of(session, row)
+    if not nodes:
+        return None
+    return schemas.ClusterRead(
+        nodes=[
+            schemas.ClusterNodeRead(
+                rank=n.rank,
+                role=n.role,
+                hostname=n.hostname,
+                node=n.node,
+                address=n.address,
+                gpus=n.gpus,
+                env=cluster.environment(nodes, n.rank),
+            )
+            for n in nodes
+        ],
+        hostfile=cluster.hostfile(nodes),
+    )
 
 
 def defrag_answer(answer: defrag.DefragAnswer) -> schemas.DefragRead:

@@ -116,7 +116,12 @@ class OfferRead(BaseModel):
 
 class InstanceCreate(BaseModel):
     gpu: str = Field(examples=["H100"])
-    count: StrictInt = Field(default=1, examples=[1])
+    count: StrictInt = Field(default=1, examples=[1], description="GPUs (per node if `nodes`).")
+    nodes: StrictInt = Field(
+        default=1,
+        description="A cluster of this many whole nodes (`count` = GPUs of one node), "
+        "gang-placed on the fewest InfiniBand leaves; up to 128.",
+    )
     name: str | None = Field(default=None, examples=["my-h100"])
     image: str | None = Field(default=None, examples=["pytorch-2.3-cuda12.3"])
     ssh_key: str | None = Field(default=None, description="OpenSSH public key.")
@@ -157,6 +162,24 @@ class StageRead(BaseModel):
     detail: dict[str, Any] = {}
 
 
+class ClusterNodeRead(BaseModel):
+    rank: int
+    role: str = Field(description="head | worker")
+    hostname: str = Field(description="NAME for the head, NAME-workerN for the others.")
+    node: str
+    address: str
+    gpus: int
+    env: dict[str, str] = Field(
+        description="MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK, NPROC_PER_NODE, WORLD_SIZE, "
+        "NCCL_IB_HCA (or NCCL_IB_DISABLE)."
+    )
+
+
+class ClusterRead(BaseModel):
+    nodes: list[ClusterNodeRead]
+    hostfile: str = Field(description="`HOSTNAME slots=GPUS` lines (DeepSpeed / Open MPI).")
+
+
 class InstanceRead(BaseModel):
     id: str
     name: str
@@ -190,6 +213,9 @@ class InstanceRead(BaseModel):
     events: list[EventRead] = []
     stages: list[StageRead] = Field(
         default=[], description="Readiness stages of the latest placement (detail views)."
+    )
+    cluster: ClusterRead | None = Field(
+        default=None, description="Roles, hostnames and job environment (detail views)."
     )
     gate: dict[str, Any] | None = Field(
         default=None,

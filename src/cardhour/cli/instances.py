@@ -9,14 +9,17 @@ import typer
 from rich.markup import escape
 
 from cardhour.api.schemas import InstanceRead
+from cardhour.cli import ssh as ssh_config
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
 from cardhour.cli.render import (
+    cluster_table,
     events_table,
     instance_detail,
     instance_table,
     stages_table,
     status_text,
 )
+from cardhour.core.states import InstanceStatus
 
 NameArgument = Annotated[str, typer.Argument(help="Instance name or id.", show_default=False)]
 
@@ -43,10 +46,16 @@ def status(
                 out.print("no instances" + ("" if all else " (add --all to see terminated ones)"))
             return
         inst = client.get_instance(name)
+    if inst.status == InstanceStatus.RUNNING:
+        ssh_config.write(inst)  # refresh `ssh NAME` (addresses move when it is placed again)
     if as_json:
         print_json(inst)
         return
     out.print(instance_detail(inst))
+    nodes = cluster_table(inst)
+    if nodes is not None:
+        out.print()
+        out.print(nodes)
     if inst.stages:
         out.print()
         out.print(stages_table(inst))
@@ -84,7 +93,9 @@ def down(
     if not yes and sys.stdin.isatty():
         typer.confirm(f"Terminate {name}? This cannot be undone", abort=True)
     with connect(ctx, url, api_key) as client:
-        _report(client.terminate(name))
+        inst = client.terminate(name)
+    ssh_config.remove(inst.name)
+    _report(inst)
 
 
 def _report(inst: InstanceRead) -> None:

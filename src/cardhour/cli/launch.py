@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from cardhour.api.schemas import InstanceCreate, InstanceRead
+from cardhour.cli import ssh as ssh_config
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
 from cardhour.cli.render import connection_rows, status_text
 from cardhour.cli.ssh_keys import read_key
@@ -71,6 +72,16 @@ def launch(
         str | None,
         typer.Option("--quote", help="A quote id from `cardhour quote`: its price is honoured."),
     ] = None,
+    nodes: Annotated[
+        int,
+        typer.Option(
+            "--nodes",
+            min=1,
+            max=128,
+            help="A cluster of this many nodes, each with --gpu's count (use a whole node, "
+            "e.g. --gpu H100:8 --nodes 2): gang-placed on the fewest InfiniBand leaves.",
+        ),
+    ] = 1,
     movable: Annotated[
         bool,
         typer.Option(
@@ -95,6 +106,7 @@ def launch(
     body = InstanceCreate(
         gpu=req.model,
         count=req.count,
+        nodes=nodes,
         name=name,
         image=image,
         ssh_key=read_key(ssh_key) if ssh_key is not None else None,
@@ -121,6 +133,11 @@ def launch(
         out.print(f"[green]{escape(inst.name)} is running[/]")
         for key, value in connection_rows(inst):
             out.print(f"  {key}: {value}")
+    written = inst.status == InstanceStatus.RUNNING and ssh_config.write(inst) is not None
+    if written and not as_json:
+        workers = len(inst.cluster.nodes) - 1 if inst.cluster is not None else 0
+        more = f" and `ssh {inst.name}-worker1` … `-worker{workers}`" if workers else ""
+        out.print(f"  ssh config written: `ssh {escape(inst.name)}`{escape(more)}")
     if wait and inst.status != InstanceStatus.RUNNING:
         reason = f": {inst.status_reason}" if inst.status_reason else ""
         raise LaunchFailed(f"{inst.name} is {inst.status}{reason}")

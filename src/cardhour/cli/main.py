@@ -24,6 +24,7 @@ from cardhour.cli import (
     offers,
     prices,
     simulate,
+    ssh,
     ssh_keys,
     statements,
     up,
@@ -94,6 +95,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "simulate": simulate.simulate,
     "estimate": estimate.estimate,
     "notifications": grants.notifications,
+    "ssh": ssh.ssh,
 }
 for _name, _command in COMMANDS.items():
     app.command(_name)(_one_line_errors(_command))

@@ -140,3 +140,17 @@ def _stage_detail(name: str, detail: dict[str, Any]) -> str:
     if name == "keys_injected":
         return f"{detail.get('keys', 0)} keys on {detail.get('nodes', 0)} node(s)"
     return str(detail.get("why", ""))
+
+
+def cluster_table(i: InstanceRead) -> Table | None:
+    """The nodes of a multi-node instance: rank, role, hostname (`ssh HOSTNAME`), node."""
+    if i.cluster is None or len(i.cluster.nodes) < 2:
+        return None
+    table = Table(box=None, header_style="bold")
+    for column in ("RANK", "ROLE", "HOSTNAME", "NODE", "GPUS", "ADDRESS"):
+        table.add_column(column)
+    for n in i.cluster.nodes:
+        table.add_row(
+            str(n.rank), n.role, escape(n.hostname), escape(n.node), str(n.gpus), escape(n.address)
+        )
+    return table

@@ -5,6 +5,7 @@ The API calls these and commits; nothing here calls a backend. Reconcilers conve
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from dataclasses import dataclass
@@ -12,8 +13,10 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from cardhour.core import cluster
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
+from cardhour.core.cluster import ClusterNode
 from cardhour.core.errors import (
     Conflict,
     InsufficientBalance,
@@ -51,6 +54,7 @@ class LaunchRequest:
     movable: bool = False  # the operator may move it to defragment the fleet
     quote_id: str | None = None  # a valid quote caps the price of the first placement
     at_expiry: str = "stop"  # monthly plan: "stop" or "on_demand" when the 30 days end
+    nodes: int = 1  # > 1: a cluster of whole nodes, `count` GPUs each
 
 
 def switch_status(
@@ -194,6 +198,26 @@ def _validate_name(name: str | None, model_id: str) -> str:
     return name
 
 
+MAX_CLUSTER_NODES = 128
+
+
+def cluster_count(
+    shapes: dict[str, placement.NodeShape], model_id: str, per_node: int, nodes: int
+) -> int:
+    """All GPUs of a cluster of `nodes` whole nodes; InvalidInput unless `per_node` is a node."""
+    if not 1 <= nodes <= MAX_CLUSTER_NODES:
+        raise InvalidInput(f"a cluster has 1 to {MAX_CLUSTER_NODES} nodes, not {nodes}")
+    shape = shapes.get(model_id)
+    if shape is None:
+        raise NoCapacity(f"no {model_id} node in this fleet")
+    if per_node != shape.gpus:
+        raise InvalidInput(
+            f"a cluster takes whole nodes: ask for {model_id}:{shape.gpus} per node "
+            f"(got {per_node}), e.g. --gpu {model_id}:{shape.gpus} --nodes {nodes}"
+        )
+    return validate_gpu_count(per_node * nodes)
+
+
 def committed_hour(session: Session, owner_id: str) -> Money | None:
     """One hour of every on-demand instance of the owner that is running or about to run."""
     total: Money | None = None
@@ -247,7 +271,10 @@ def create(
     ssh_key = ssh_keys.authorized_keys(session, user.id, extra_key)
     name = _validate_name(req.name, model.id)
     state = fleet.load(session, catalog, all_free=True).state
-    request = placement.to_request(placement.node_shapes(state), "launch", model.id, count)
+    shapes = placement.node_shapes(state)
+    if req.nodes != 1:
+        count = cluster_count(shapes, model.id, count, req.nodes)
+    request = placement.to_request(shapes, "launch", model.id, count)
     ever = request if isinstance(request, Pending) else scheduler.place(state, request)
     if isinstance(ever, Pending):
         raise NoCapacity(f"no {count} × {model.id} can be placed on this fleet: {ever.reason}")
@@ -325,6 +352,21 @@ def list_for(
 def nodes_of(session: Session, row: InstanceRow) -> list[str]:
     """The nodes the instance holds GPUs on now (empty when it holds none)."""
     return sorted({a.node_id for a in node_store.allocations_of(session, row.id)})
+
+
+def cluster_of(session: Session, row: InstanceRow) -> list[ClusterNode]:
+    """The instance's nodes as a cluster (`core.cluster`), while it holds any; addresses from
+    the backend's connection details (`hosts`), else the node ids."""
+    gpus_by_node: dict[str, list[int]] = {}
+    for alloc in node_store.allocations_of(session, row.id):
+        gpus_by_node.setdefault(alloc.node_id, []).append(alloc.gpu_index)
+    if not gpus_by_node:
+        return []
+    connection = json.loads(row.connection) if row.connection else {}
+    hosts = connection.get("hosts")
+    addresses = {str(k): str(v) for k, v in hosts.items()} if isinstance(hosts, dict) else {}
+    rails = {n.id: n.ib_rails for n in node_store.list_nodes(session) if n.id in gpus_by_node}
+    return cluster.layout(row.name, gpus_by_node, addresses, rails)
 
 
 def events_of(session: Session, row: InstanceRow) -> list[InstanceEventRow]:

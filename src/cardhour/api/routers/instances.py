@@ -39,6 +39,7 @@ def create(
         body.movable,
         body.quote_id,
         body.at_expiry,
+        body.nodes,
     )
 
     def launch(session: Session, user: UserRow) -> schemas.InstanceRead:

@@ -182,6 +182,7 @@ class SimBackend(Backend, Probing):
             "user": "root",
             "ssh": f"ssh -p 22 root@{host}",
             "nodes": machine.nodes,
+            "hosts": {n: f"{n}.sim.cardhour.invalid" for n in machine.nodes},
             "image": machine.image,
             "ssh_key_injected": machine.has_ssh_key,
         }
