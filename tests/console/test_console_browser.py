@@ -58,6 +58,9 @@ def test_signup_launch_running_in_chromium(server: str) -> None:
         page.wait_for_url(f"{server}/instances")
         status = page.locator("[data-testid=status-web-h100]")
         sync_api.expect(status).to_have_text("running", timeout=20_000)
+        stages = page.locator("[data-testid=stages-web-h100]")  # the readiness gate, live
+        sync_api.expect(stages).to_contain_text("topology detected ✓")
+        sync_api.expect(stages).to_contain_text("ready ✓")
 
         page.click("header nav >> text=Estimator")
         page.wait_for_url(f"{server}/estimate")

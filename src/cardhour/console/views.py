@@ -13,9 +13,9 @@ from cardhour.core.errors import InvalidInput
 from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money
 from cardhour.core.states import InstanceStatus
-from cardhour.db.models import UserRow
+from cardhour.db.models import InstanceRow, UserRow
 from cardhour.platform import Platform
-from cardhour.services import accounts, catalog, instances, wallet
+from cardhour.services import accounts, catalog, instances, readiness, wallet
 
 ACTIONS = {
     InstanceStatus.PENDING: ["stop", "terminate"],
@@ -119,6 +119,32 @@ def instance_rows(session: Session, user: UserRow) -> list[dict[str, Any]]:
             "cost_so_far": Money(r.billed_micros, r.currency).format(4),
             "connection": json.loads(r.connection) if r.connection else None,
             "actions": ACTIONS[InstanceStatus(r.status)],
+            "stages": stage_marks(session, r),
         }
         for r in rows
     ]
+
+
+_MARK = {"ok": "✓", "failed": "✗", "skipped": "–", None: "…"}
+
+
+def stage_marks(session: Session, row: InstanceRow) -> list[dict[str, str]]:
+    """The readiness stages of the latest placement as short marks for the live table: name,
+    mark, outcome and, for the nccl gate, the busbw per node."""
+    marks = []
+    for stage in readiness.stages_of(session, row):
+        detail = json.loads(stage.detail) if stage.detail else {}
+        figures = ""
+        if stage.name == "nccl_gate" and detail.get("nccl_busbw_gbps"):
+            figures = " ".join(f"{v:g}" for v in detail["nccl_busbw_gbps"].values()) + " GB/s"
+            if detail.get("across_nodes_gbps") is not None:
+                figures += f", across {detail['across_nodes_gbps']:g} GB/s"
+        marks.append(
+            {
+                "name": stage.name.replace("_", " "),
+                "mark": _MARK.get(stage.outcome, "?"),
+                "outcome": stage.outcome or "running",
+                "figures": figures,
+            }
+        )
+    return marks
