@@ -9,7 +9,7 @@ TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: demo test install lint typecheck unit system-deps clean bench-scheduler bench-billing
+.PHONY: demo test install lint typecheck unit system-deps clean bench-scheduler bench-billing bench-clusters
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -51,6 +51,11 @@ bench-scheduler: $(STAMP)
 # BENCH_ARGS="--instances 1000 --runs 1" for a quick run (see bench/README.md).
 bench-billing: $(STAMP)
 	scripts/with-postgres.sh $(BIN)/python bench/billing.py $(BENCH_ARGS)
+
+# Request to ready for a 128-node (1,024-GPU) cluster on sim, SQLite and PostgreSQL (target
+# <= 5 s); writes docs/benchmarks/clusters.md.
+bench-clusters: $(STAMP)
+	scripts/with-postgres.sh $(BIN)/python bench/clusters.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cardhour .pytest_cache .mypy_cache .ruff_cache
