@@ -50,7 +50,12 @@ def test_two_node_cluster_with_ssh_config(server: Server, tmp_path: Path) -> Non
     (home / ".ssh").mkdir(mode=0o700)
     (home / ".ssh" / "config").write_text("Host example\n  User someone\n")
 
-    launched = ok(user, "launch", "--gpu", "H100:8", "--nodes", "2", "--name", "pair")
+    images = json.loads(ok(user, "images", "--json"))
+    assert [i["id"] for i in images if i["default"]] == ["pytorch-2.3-cuda12.3"]
+    assert "megatron-lm" in ok(user, "images")
+    launched = ok(
+        user, "launch", "--gpu", "H100:8", "--nodes", "2", "--name", "pair", "--image", "deepspeed"
+    )
     assert (
         "16 × H100" in launched
         and "ssh config written: `ssh pair` and `ssh pair-worker1`" in launched

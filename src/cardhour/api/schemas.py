@@ -162,6 +162,14 @@ class StageRead(BaseModel):
     detail: dict[str, Any] = {}
 
 
+class ImageRead(BaseModel):
+    id: str = Field(examples=["pytorch-2.3-cuda12.3"])
+    name: str
+    description: str
+    versions: dict[str, str] = Field(examples=[{"pytorch": "2.3.1", "cuda": "12.3"}])
+    default: bool = Field(description="Used when a launch names no image.")
+
+
 class ClusterNodeRead(BaseModel):
     rank: int
     role: str = Field(description="head | worker")

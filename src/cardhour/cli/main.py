@@ -81,6 +81,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "signup": auth.signup,
     "login": auth.login,
     "offers": offers.offers,
+    "images": offers.images,
     "launch": launch.launch,
     "status": instances.status,
     "stop": instances.stop,

@@ -59,3 +59,22 @@ def _table(found: list[OfferRead]) -> Table:
             row.append(f"{o.quote.per_hour} {o.currency} for {o.quote.count}")
         table.add_row(*row)
     return table
+
+
+def images(
+    ctx: typer.Context,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+) -> None:
+    """The images `launch --image` accepts, with their framework versions."""
+    with connect(ctx, url, api_key) as client:
+        found = client.images()
+    if as_json:
+        print_json(found)
+        return
+    for image in found:
+        versions = ", ".join(f"{k} {v}" for k, v in sorted(image.versions.items()))
+        default = " (default)" if image.default else ""
+        out.print(f"[bold]{escape(image.id)}[/]{default}: {escape(image.name)}", soft_wrap=True)
+        out.print(f"  {escape(image.description)}  [{escape(versions)}]", soft_wrap=True)

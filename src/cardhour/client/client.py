@@ -39,6 +39,7 @@ from cardhour.api.schemas import (
     DefragRead,
     ErrorRead,
     HealthRead,
+    ImageRead,
     InstanceCreate,
     InstanceRead,
     NodeRead,
@@ -219,6 +220,9 @@ class CardhourClient:
     def remove_ssh_key(self, ident: str) -> SshKeyRead:
         """By id, name or fingerprint."""
         return self._call(SshKeyRead, "DELETE", f"/ssh-keys/{quote(ident, safe='')}")
+
+    def images(self) -> list[ImageRead]:
+        return self._call(list[ImageRead], "GET", "/images")
 
     def health(self) -> HealthRead:
         return self._call(HealthRead, "GET", "/health")

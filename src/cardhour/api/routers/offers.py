@@ -31,3 +31,15 @@ def offers(
             session, ctx.platform.catalog, ctx.platform.policy, ctx.now, model, count
         )
     return [convert.offer(o) for o in found]
+
+
+@router.get("/images", response_model=list[schemas.ImageRead])
+def images(ctx: Ctx = Depends(get_ctx)) -> list[schemas.ImageRead]:
+    """The image catalog (from the fleet file): what `launch --image` accepts, with versions."""
+    found = ctx.platform.catalog.images
+    return [
+        schemas.ImageRead(
+            id=i.id, name=i.name, description=i.description, versions=i.versions, default=n == 0
+        )
+        for n, i in enumerate(found)
+    ]
