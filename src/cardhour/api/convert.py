@@ -107,7 +107,22 @@ def _readiness(session: Session, row: InstanceRow) -> dict[str, Any]:
         for s in readiness.stages_of(session, row)
     ]
     gate = next((s.detail for s in stages if s.name == "nccl_gate" and s.detail), None)
-    return {"stages": stages, "gate": gate, "cluster": _cluster(session, row)}
+    weights = None
+    if row.weights is not None:
+        placed = next((s.detail for s in stages if s.name == "allocated"), {})
+        found = placed.get("weights") or {"id": row.weights, "mount": f"/models/{row.weights}"}
+        weights = schemas.WeightsPlanRead(
+            id=found["id"],
+            mount=found["mount"],
+            local=bool(found.get("local", False)),
+            copy_seconds=int(found.get("copy_seconds", 0)),
+        )
+    return {
+        "stages": stages,
+        "gate": gate,
+        "cluster": _cluster(session, row),
+        "weights": weights,
+    }
 
 
 def _cluster(session: Session, row: InstanceRow) -> schemas.ClusterRead | None:

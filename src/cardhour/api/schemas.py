@@ -96,6 +96,13 @@ class GpuSpecRead(BaseModel):
     nvlink: bool
 
 
+class WeightsPlanRead(BaseModel):
+    id: str = Field(examples=["llama3-70b"])
+    mount: str = Field(examples=["/models/llama3-70b"])
+    local: bool = Field(description="Cached in this data centre.")
+    copy_seconds: int = Field(description="Estimated copy time when not local (0 when local).")
+
+
 class OfferRead(BaseModel):
     gpu: str
     gpu_name: str
@@ -111,6 +118,9 @@ class OfferRead(BaseModel):
     monthly_price_per_card_hour: str
     spec: GpuSpecRead
     quote: QuoteRead
+    weights: WeightsPlanRead | None = Field(
+        default=None, description="With `?weights=`: cached here, or copied in first."
+    )
     recommendation: RecommendationRead | None = None
 
 
@@ -123,6 +133,12 @@ class InstanceCreate(BaseModel):
         "gang-placed on the fewest InfiniBand leaves; up to 128.",
     )
     name: str | None = Field(default=None, examples=["my-h100"])
+    weights: str | None = Field(
+        default=None,
+        description="Model weights to mount at /models/<id> (GET /offers?weights= says where "
+        "they are cached); placement prefers a data centre that holds them.",
+        examples=["llama3-70b"],
+    )
     image: str | None = Field(default=None, examples=["pytorch-2.3-cuda12.3"])
     ssh_key: str | None = Field(default=None, description="OpenSSH public key.")
     plan: str = Field(
@@ -221,6 +237,9 @@ class InstanceRead(BaseModel):
     events: list[EventRead] = []
     stages: list[StageRead] = Field(
         default=[], description="Readiness stages of the latest placement (detail views)."
+    )
+    weights: WeightsPlanRead | None = Field(
+        default=None, description="Model weights asked for at launch, and where they come from."
     )
     cluster: ClusterRead | None = Field(
         default=None, description="Roles, hostnames and job environment (detail views)."

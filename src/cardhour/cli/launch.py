@@ -72,6 +72,14 @@ def launch(
         str | None,
         typer.Option("--quote", help="A quote id from `cardhour quote`: its price is honoured."),
     ] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            "--weights",
+            help="Model weights to mount at /models/ID (e.g. llama3-70b); placement prefers "
+            "a data centre that caches them (`cardhour offers --weights ID`).",
+        ),
+    ] = None,
     nodes: Annotated[
         int,
         typer.Option(
@@ -107,6 +115,7 @@ def launch(
         gpu=req.model,
         count=req.count,
         nodes=nodes,
+        weights=weights,
         name=name,
         image=image,
         ssh_key=read_key(ssh_key) if ssh_key is not None else None,

@@ -18,13 +18,17 @@ def offers(
         str | None,
         typer.Option("--gpu", help="Model, or MODEL:COUNT (e.g. H100:8) for a placement quote."),
     ] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option("--weights", help="Model weights (e.g. llama3-70b): cached where?"),
+    ] = None,
     as_json: JsonOption = False,
     url: UrlOption = None,
     api_key: KeyOption = None,
 ) -> None:
     """List what can be rented now, per data centre, with prices."""
     with connect(ctx, url, api_key) as client:
-        found = client.offers(gpu=gpu)
+        found = client.offers(gpu=gpu, weights=weights)
     if as_json:
         print_json(found)
         return
@@ -47,6 +51,9 @@ def _table(found: list[OfferRead]) -> Table:
         table.add_column(column)
     if quoted:
         table.add_column("QUOTE / HOUR")
+    with_weights = any(o.weights is not None for o in found)
+    if with_weights:
+        table.add_column("WEIGHTS")
     for o in found:
         row = [
             escape(f"{o.gpu} ({o.spec.memory_gb} GB)"),
@@ -57,6 +64,9 @@ def _table(found: list[OfferRead]) -> Table:
         ]
         if quoted:
             row.append(f"{o.quote.per_hour} {o.currency} for {o.quote.count}")
+        if with_weights and o.weights is not None:
+            w = o.weights
+            row.append("cached" if w.local else f"copied in ~{w.copy_seconds} s")
         table.add_row(*row)
     return table
 

@@ -165,9 +165,13 @@ class CardhourClient:
 
     # -- catalogue --------------------------------------------------------------------------
 
-    def offers(self, gpu: str | None = None, count: int | None = None) -> list[OfferRead]:
-        """Live offers; `gpu` is a model or `MODEL:COUNT`, a count adds a recommendation."""
-        params = {k: v for k, v in {"gpu": gpu, "count": count}.items() if v is not None}
+    def offers(
+        self, gpu: str | None = None, count: int | None = None, weights: str | None = None
+    ) -> list[OfferRead]:
+        """Live offers; `gpu` is a model or `MODEL:COUNT`, a count adds a recommendation,
+        `weights` says per offer whether those model weights are cached there."""
+        wanted = {"gpu": gpu, "count": count, "weights": weights}
+        params = {k: v for k, v in wanted.items() if v is not None}
         return self._call(list[OfferRead], "GET", "/offers", params=params)
 
     # -- instances --------------------------------------------------------------------------

@@ -64,6 +64,13 @@ class DataCentreFile(_Strict):
     ownership: str = Field(pattern="^(owned|partner)$")
     region: str
     node_groups: list[NodeGroupFile]
+    weights: list[str] = []  # model weights cached in this data centre (`model_weights` ids)
+
+
+class WeightsFile(_Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,62}$")
+    name: str
+    size_gb: int = Field(gt=0)
 
 
 class PriceFile(_Strict):
@@ -91,6 +98,9 @@ class CatalogFile(_Strict):
     monthly_discount_percent: int = Field(default=35, ge=0, lt=100)
     # the SLA: a request not ready within this many seconds gets its waiting time back
     sla_ready_within_seconds: int = Field(default=900, gt=0)
+    model_weights: list[WeightsFile] = []
+    # copying weights a data centre does not cache, in Gb/s (the quote's time estimate)
+    weights_copy_gbps: int = Field(default=10, gt=0)
     gpu_models: list[GpuModelFile]
     data_centres: list[DataCentreFile]
     prices: list[PriceFile]
@@ -113,7 +123,35 @@ class CatalogFile(_Strict):
                 raise ValueError(f"price: unknown data_centre {price.data_centre}")
         if not self.images:
             raise ValueError("the image catalog is empty")
+        weights = {w.id for w in self.model_weights}
+        for dc in self.data_centres:
+            for cached in dc.weights:
+                if cached not in weights:
+                    raise ValueError(f"data centre {dc.id}: unknown model_weights {cached}")
         return self
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Model weights the platform caches (Llama 3 70B, …), mounted read-only at `mount`."""
+
+    id: str
+    name: str
+    size_gb: int
+
+    @property
+    def mount(self) -> str:
+        return f"/models/{self.id}"
+
+
+@dataclass(frozen=True)
+class WeightsPlan:
+    """Where an instance in `data_centre` gets its weights: local, or copied first."""
+
+    weights: Weights
+    data_centre: str
+    local: bool
+    copy_seconds: int  # 0 when local
 
 
 @dataclass(frozen=True)
@@ -151,6 +189,28 @@ class Catalog:
     prices: PriceBook
     images: list[Image] = field(default_factory=list)
     sla_ready_within_seconds: int = 900
+    weights: list[Weights] = field(default_factory=list)
+    weights_by_dc: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    weights_copy_gbps: int = 10
+
+    def model_weights(self, weights_id: str) -> Weights:
+        """The weights of that id; InvalidInput naming the known ones otherwise."""
+        for w in self.weights:
+            if w.id == weights_id:
+                return w
+        known = ", ".join(w.id for w in self.weights) or "none"
+        raise InvalidInput(f"unknown model weights {weights_id!r}; cached: {known}")
+
+    def weights_plan(self, weights_id: str, data_centre: str) -> WeightsPlan:
+        """Local when `data_centre` caches them; else copied at `weights_copy_gbps`."""
+        w = self.model_weights(weights_id)
+        if w.id in self.weights_by_dc.get(data_centre, ()):
+            return WeightsPlan(w, data_centre, True, 0)
+        seconds = -(-w.size_gb * 8 // self.weights_copy_gbps)  # GB → Gb, rounded up
+        return WeightsPlan(w, data_centre, False, seconds)
+
+    def dcs_with(self, weights_id: str) -> list[str]:
+        return sorted(dc for dc, cached in self.weights_by_dc.items() if weights_id in cached)
 
     def model(self, query: str) -> GpuModel:
         return resolve_model(self.gpu_models, query)
@@ -206,7 +266,18 @@ class Catalog:
             spec.monthly_discount_percent,
         )
         images = [Image(i.id, i.name, i.description, dict(i.versions)) for i in spec.images]
-        return cls(spec.currency, models, dcs, nodes, prices, images, spec.sla_ready_within_seconds)
+        return cls(
+            spec.currency,
+            models,
+            dcs,
+            nodes,
+            prices,
+            images,
+            spec.sla_ready_within_seconds,
+            [Weights(w.id, w.name, w.size_gb) for w in spec.model_weights],
+            {d.id: tuple(d.weights) for d in spec.data_centres},
+            spec.weights_copy_gbps,
+        )
 
 
 def _expand(dc: DataCentreFile, group: NodeGroupFile) -> list[NodeSpec]:

@@ -200,6 +200,8 @@ class InstanceRow(Base):
     # the user's open request to run it (launch or start), until it is ready or given up:
     # the SLA's clock (`services.sla`); a node replaced by the platform does not restart it
     requested_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    # model weights asked for at launch (catalog `model_weights` id), mounted at /models/<id>
+    weights: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lease_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)

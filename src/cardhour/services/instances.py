@@ -55,6 +55,7 @@ class LaunchRequest:
     quote_id: str | None = None  # a valid quote caps the price of the first placement
     at_expiry: str = "stop"  # monthly plan: "stop" or "on_demand" when the 30 days end
     nodes: int = 1  # > 1: a cluster of whole nodes, `count` GPUs each
+    weights: str | None = None  # model weights to mount (placement prefers where they are)
 
 
 def switch_status(
@@ -267,6 +268,7 @@ def create(
     if req.at_expiry not in AT_EXPIRY:
         raise InvalidInput(f"unknown at_expiry {req.at_expiry!r}; choose stop or on_demand")
     image = catalog.image(req.image)
+    weights = catalog.model_weights(req.weights).id if req.weights else None
     extra_key = req.ssh_key if req.ssh_key is not None and req.ssh_key.strip() else None
     ssh_key = ssh_keys.authorized_keys(session, user.id, extra_key)
     name = _validate_name(req.name, model.id)
@@ -316,6 +318,7 @@ def create(
         created_at=now,
         updated_at=now,
         requested_at=now,
+        weights=weights,
     )
     store.add_instance(session, row)
     store.add_event(

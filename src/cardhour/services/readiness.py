@@ -63,10 +63,17 @@ def put(
 
 
 def placed(
-    session: Session, row: InstanceRow, requested: datetime, now: datetime, nodes: list[str]
+    session: Session,
+    row: InstanceRow,
+    requested: datetime,
+    now: datetime,
+    nodes: list[str],
+    weights: dict[str, Any] | None = None,
 ) -> None:
-    """The scheduler placed the instance: `allocated` is done, `booting` starts."""
-    put(session, row.id, row.attempt, "allocated", requested, now, "ok", {"nodes": nodes})
+    """The scheduler placed the instance: `allocated` is done (with where its model weights
+    come from, if it asked for some), `booting` starts."""
+    detail: dict[str, Any] = {"nodes": nodes} | ({"weights": weights} if weights else {})
+    put(session, row.id, row.attempt, "allocated", requested, now, "ok", detail)
     put(session, row.id, row.attempt, "booting", now)
 
 

@@ -18,7 +18,7 @@ from cardhour.core.clock import as_utc
 from cardhour.core.states import InstanceStatus
 from cardhour.db.locking import try_leader_lock
 from cardhour.db.models import InstanceRow
-from cardhour.scheduler import Pending, Scheduler, TypicalWorkload
+from cardhour.scheduler import FleetState, Pending, Placement, Scheduler, TypicalWorkload
 from cardhour.services import fleet, placement, pricing, readiness
 from cardhour.services.instances import switch_status
 from cardhour.store import instances as store
@@ -40,6 +40,27 @@ def requested_at(row: InstanceRow) -> datetime:
     """When the placement now being made was asked for: the launch, or the last time the
     instance went back to `pending` (a start, a node replaced)."""
     return as_utc(row.updated_at)  # only a status change moves it (`switch_status`)
+
+
+def _bind(
+    scheduler: Scheduler,
+    state: FleetState,
+    shapes: dict[str, placement.NodeShape],
+    row: InstanceRow,
+    catalog: Catalog,
+) -> Placement | Pending:
+    """Bind the row on `state`: first in each data centre that caches its model weights, if it
+    asked for some, then anywhere."""
+    if row.weights is not None:
+        for dc in catalog.dcs_with(row.weights):
+            request = placement.to_request(shapes, row.id, row.gpu_model, row.gpu_count, dc)
+            if isinstance(request, Pending):
+                break
+            decision = scheduler.bind(state, request)
+            if not isinstance(decision, Pending):
+                return decision
+    request = placement.to_request(shapes, row.id, row.gpu_model, row.gpu_count)
+    return request if isinstance(request, Pending) else scheduler.bind(state, request)
 
 
 def typical_workload(
@@ -72,8 +93,7 @@ def run_cycle(
     # A fresh engine per cycle: the shared one (also read by API threads) is never mutated.
     scheduler = Scheduler(scheduler.profile, typical_workload(session, shapes, window))
     for row in pending:
-        request = placement.to_request(shapes, row.id, row.gpu_model, row.gpu_count)
-        decision = request if isinstance(request, Pending) else scheduler.bind(state, request)
+        decision = _bind(scheduler, state, shapes, row, catalog)
         if isinstance(decision, Pending):
             row.status_reason = f"pending: {decision.reason}"
             result.pending[row.id] = decision.reason
@@ -98,8 +118,22 @@ def run_cycle(
         row.external_name = f"ch-{row.id}-{row.attempt}"
         placed_on = ", ".join(nodes)
         requested = requested_at(row)
-        switch_status(session, row, InstanceStatus.PROVISIONING, now, f"placed on {placed_on}")
-        readiness.placed(session, row, requested, now, nodes)
+        said, weights = f"placed on {placed_on}", None
+        if row.weights is not None:
+            plan = catalog.weights_plan(row.weights, where.data_centre)
+            weights = {
+                "id": plan.weights.id,
+                "mount": plan.weights.mount,
+                "local": plan.local,
+                "copy_seconds": plan.copy_seconds,
+            }
+            said += f"; weights {plan.weights.id} " + (
+                "cached here"
+                if plan.local
+                else f"copied in first (~{plan.copy_seconds} s at {catalog.weights_copy_gbps} Gb/s)"
+            )
+        switch_status(session, row, InstanceStatus.PROVISIONING, now, said)
+        readiness.placed(session, row, requested, now, nodes, weights)
         result.placed.append(row.id)
     session.flush()
     return result

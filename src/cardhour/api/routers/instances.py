@@ -40,6 +40,7 @@ def create(
         body.quote_id,
         body.at_expiry,
         body.nodes,
+        body.weights,
     )
 
     def launch(session: Session, user: UserRow) -> schemas.InstanceRead:

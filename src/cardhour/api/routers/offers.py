@@ -16,6 +16,9 @@ router = APIRouter(tags=["offers"])
 def offers(
     gpu: str | None = Query(default=None, description="Model, or MODEL:COUNT such as H100:8."),
     count: int | None = Query(default=None, description="GPUs wanted; adds a recommendation."),
+    weights: str | None = Query(
+        default=None, description="Model weights: says per offer whether they are cached there."
+    ),
     ctx: Ctx = Depends(get_ctx),
 ) -> list[schemas.OfferRead]:
     model = None
@@ -30,7 +33,18 @@ def offers(
         found = catalog.offers(
             session, ctx.platform.catalog, ctx.platform.policy, ctx.now, model, count
         )
-    return [convert.offer(o) for o in found]
+    shown = [convert.offer(o) for o in found]
+    if weights:
+        cat = ctx.platform.catalog
+        for offer in shown:
+            plan = cat.weights_plan(weights, offer.data_centre)
+            offer.weights = schemas.WeightsPlanRead(
+                id=plan.weights.id,
+                mount=plan.weights.mount,
+                local=plan.local,
+                copy_seconds=plan.copy_seconds,
+            )
+    return shown
 
 
 @router.get("/images", response_model=list[schemas.ImageRead])
