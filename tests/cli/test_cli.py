@@ -17,7 +17,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,15 +93,6 @@ def stop_server(proc: subprocess.Popen[str]) -> int:
         raise
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("up"))
-    try:
-        yield srv
-    finally:
-        stop_server(srv.proc)
-
-
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(CARDHOUR), *args],
@@ -127,6 +117,15 @@ def one_line_error(r: subprocess.CompletedProcess[str], code: str) -> str:
     assert len(lines) == 1, r.stderr
     assert lines[0].startswith(f"error: {code}: "), lines[0]
     return lines[0]
+
+
+def admin_config(server: Server, tmp_path: Path) -> Path:
+    """A CLI config logged in as the server's bootstrap admin."""
+    config = tmp_path / "admin" / "config.json"
+    password = (server.log.parent / "data" / "admin-password").read_text().strip()
+    email = "admin@cardhour.local"
+    ok(config, "login", "--url", server.url, "--email", email, "--password", password)
+    return config
 
 
 def signed_up(server: Server, tmp_path: Path) -> Path:

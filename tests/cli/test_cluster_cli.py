@@ -8,44 +8,18 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import CARDHOUR, Server, cli, ok, one_line_error, start_server, stop_server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("up"))
-    try:
-        yield srv
-    finally:
-        stop_server(srv.proc)
-
-
-def _admin(server: Server, tmp_path: Path) -> Path:
-    config = tmp_path / "admin" / "config.json"
-    password = (server.log.parent / "data" / "admin-password").read_text().strip()
-    ok(
-        config,
-        "login",
-        "--url",
-        server.url,
-        "--email",
-        "admin@cardhour.local",
-        "--password",
-        password,
-    )
-    return config
+from tests.cli.test_cli import CARDHOUR, Server, admin_config, cli, ok, one_line_error
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="openssh-client is installed by make")
 def test_two_node_cluster_with_ssh_config(server: Server, tmp_path: Path) -> None:
     user, email = tmp_path / "user" / "config.json", "cluster-user@example.com"
     ok(user, "signup", "--url", server.url, "--email", email, "--password", "password123")
-    ok(_admin(server, tmp_path), "admin", "topup", email, "100")
+    ok(admin_config(server, tmp_path), "admin", "topup", email, "100")
     home = Path(os.environ["HOME"])
     (home / ".ssh").mkdir(mode=0o700)
     (home / ".ssh" / "config").write_text("Host example\n  User someone\n")

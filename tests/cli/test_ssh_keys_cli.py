@@ -5,25 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import Server, cli, ok, one_line_error, signed_up, start_server, stop_server
+from tests.cli.test_cli import Server, cli, ok, one_line_error, signed_up
 
 pytestmark = pytest.mark.skipif(
     shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is installed by make"
 )
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("up"))
-    try:
-        yield srv
-    finally:
-        stop_server(srv.proc)
 
 
 def test_add_list_remove(server: Server, tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -19,16 +18,7 @@ from cardhour.cli import launch as launch_cli
 from cardhour.cli.main import app
 from cardhour.client import ApiError, CardhourClient
 from cardhour.client import client as client_module
-from tests.cli.test_cli import Server, cli, ok, one_line_error, start_server, stop_server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("up"))
-    try:
-        yield srv
-    finally:
-        stop_server(srv.proc)
+from tests.cli.test_cli import Server, admin_config, cli, ok, one_line_error
 
 
 def _available(config: Path) -> Decimal:
@@ -39,18 +29,7 @@ def test_admin_topup(server: Server, tmp_path: Path) -> None:
     user = tmp_path / "user" / "config.json"
     email = f"u{uuid.uuid4().hex[:8]}@example.com"
     ok(user, "signup", "--url", server.url, "--email", email, "--password", "password123")
-    admin = tmp_path / "admin" / "config.json"
-    password = (server.log.parent / "data" / "admin-password").read_text().strip()
-    ok(
-        admin,
-        "login",
-        "--url",
-        server.url,
-        "--email",
-        "admin@cardhour.local",
-        "--password",
-        password,
-    )
+    admin = admin_config(server, tmp_path)
     before = _available(user)
 
     done = json.loads(ok(admin, "admin", "topup", email, "25.50", "--reference", "cli-1", "--json"))

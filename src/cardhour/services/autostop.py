@@ -25,9 +25,9 @@ from cardhour.core.clock import as_utc
 from cardhour.core.money import Money, card_time_for, card_time_value
 from cardhour.core.pricing import PriceHistory
 from cardhour.core.states import InstanceStatus, Plan
-from cardhour.db.models import InstanceEventRow, InstanceRow
+from cardhour.db.models import InstanceRow
 from cardhour.services import ledger, metering, pricing, wallet
-from cardhour.services.instances import end_plan_if_over, switch_status
+from cardhour.services.instances import end_plan_if_over, note, switch_status
 from cardhour.services.ledger import CASH, Account, Book
 from cardhour.store import instances as store
 from cardhour.store import users as user_store
@@ -73,15 +73,6 @@ def covers(book: Book, rows: Sequence[Rated], owed: dict[str, int], seconds: int
     return True
 
 
-def _event(session: Session, row: Rated, now: datetime, reason: str) -> None:
-    store.add_event(
-        session,
-        InstanceEventRow(
-            instance_id=row.id, at=now, from_status=row.status, to_status=row.status, reason=reason
-        ),
-    )
-
-
 def _changes(row: RunningRow, now: datetime, prices: PriceHistory) -> bool:
     """Whether the pass changes the row beyond its charge: a plan that ends, a segment split."""
     ends = row.plan == Plan.MONTHLY.value and row.plan_until is not None
@@ -114,7 +105,7 @@ def meter_and_autostop(
         if end_plan_if_over(session, row, now):
             result.plans_ended.append(row.id)
             if row.plan_at_expiry == "on_demand":
-                _event(session, row, now, "monthly plan ended: now billed on demand")
+                note(session, row, now, "monthly plan ended: now billed on demand")
             else:
                 row.desired = "stopped"
                 switch_status(session, row, InstanceStatus.STOPPING, now, "monthly plan ended")
@@ -152,7 +143,7 @@ def meter_and_autostop(
             result.warned.append(owner_id)
             cash = Money(book.balance(ledger.user_key(owner_id, CASH)), rows[0].currency)
             for each in rows:
-                _event(
+                note(
                     session,
                     each,
                     now,

@@ -34,6 +34,7 @@ from cardhour.services import fleet, ledger, metering, placement, pricing, ssh_k
 from cardhour.services.ids import new_id
 from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
+from cardhour.store.instances import Rated
 
 S = InstanceStatus
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -355,6 +356,16 @@ def list_for(
 def nodes_of(session: Session, row: InstanceRow) -> list[str]:
     """The nodes the instance holds GPUs on now (empty when it holds none)."""
     return sorted({a.node_id for a in node_store.allocations_of(session, row.id)})
+
+
+def note(session: Session, row: Rated, now: datetime, reason: str) -> None:
+    """An event that records something about the instance without changing its state."""
+    store.add_event(
+        session,
+        InstanceEventRow(
+            instance_id=row.id, at=now, from_status=row.status, to_status=row.status, reason=reason
+        ),
+    )
 
 
 def cluster_of(session: Session, row: InstanceRow) -> list[ClusterNode]:

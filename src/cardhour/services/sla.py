@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
 from cardhour.core.money import Money, rate_micros
-from cardhour.db.models import InstanceEventRow, InstanceRow
+from cardhour.db.models import InstanceRow
 from cardhour.services import ledger
-from cardhour.store import instances as store
+from cardhour.services.instances import note
 
 
 def settle_ready(
@@ -42,15 +42,11 @@ def settle_ready(
     grant = ledger.CreditGrant(ledger.SLA, amount, credit_id, ref=row.id)
     ledger.grant_credit(session, row.owner_id, grant, now)
     minutes, seconds = divmod(waited, 60)
-    store.add_event(
+    note(
         session,
-        InstanceEventRow(
-            instance_id=row.id,
-            at=now,
-            from_status=row.status,
-            to_status=row.status,
-            reason=f"SLA: ready {minutes} min {seconds} s after the request (more than "
-            f"{window_seconds // 60} min): {amount.display()} {amount.currency} credited",
-        ),
+        row,
+        now,
+        f"SLA: ready {minutes} min {seconds} s after the request (more than "
+        f"{window_seconds // 60} min): {amount.display()} {amount.currency} credited",
     )
     return amount
