@@ -50,7 +50,8 @@ class Gate:
 
     def run(self, claim: Claim, terminate: Callable[[], None]) -> bool:
         """Run every check on the claimed workload. Returns whether the row changed;
-        `terminate` removes the workload (called before a replacement or a failure)."""
+        `terminate` removes the workload (called once a replacement or a failure is
+        committed, and only while the lease was still ours)."""
         assert claim.external_name is not None
         nodes = sorted(claim.gpus_by_node)
         if not self._record(claim, "booting", "ok", {"nodes": nodes}):
