@@ -32,10 +32,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Debian packages the tests drive for real: Chromium (console), ssh-keygen (SSH key checks).
+# Debian packages the tests drive for real: Chromium (console), ssh-keygen (SSH key checks),
+# slurm-wlm and munge (the Slurm backend against real daemons).
 system-deps:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 	@command -v ssh-keygen >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client)
+	@scripts/slurm-cluster.sh install
 
 # Lint, type check, then the whole suite on SQLite and on a throwaway PostgreSQL.
 test: $(STAMP) lint typecheck system-deps

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# A throw-away Slurm cluster on this host (Debian slurm-wlm 22.05 + munge), everything under DIR:
+# NODES logical nodes (slurmd -N nodeI) with 8 fake H100 GPUs each (gres files are symlinks to
+# /dev/null), ports from PORT_BASE. Facts behind each setting: shared/docs/SLURM.md.
+#
+#   scripts/slurm-cluster.sh start DIR PORT_BASE NODES   # prints SLURM_CONF=DIR/etc/slurm.conf
+#   scripts/slurm-cluster.sh stop DIR                    # cancels its jobs, stops its daemons
+#   scripts/slurm-cluster.sh install -                   # the Debian packages, when missing
+#
+# Installs slurm-wlm and munge with apt-get when missing (a policy-rc.d keeps Debian from
+# starting system daemons). Start waits until every node is idle (at most 30 s).
+set -euo pipefail
+cmd=${1:?start|stop}
+DIR=$(realpath -m "${2:-.}")
+
+stop() {
+  # jobs first, while slurmd can still end their steps (a job's `sleep infinity` would outlive
+  # the daemons otherwise)
+  if [ -f "$DIR/etc/slurm.conf" ] && [ -f "$DIR/run/slurmctld.pid" ]; then
+    SLURM_CONF="$DIR/etc/slurm.conf" scancel --full --user=root 2>/dev/null || true
+    for _ in $(seq 50); do
+      left=$(SLURM_CONF="$DIR/etc/slurm.conf" squeue -h -t running,completing 2>/dev/null | wc -l || echo 0)
+      [ "$left" = 0 ] && break
+      sleep 0.1
+    done
+  fi
+  for pidfile in "$DIR"/run/slurmd-*.pid "$DIR"/run/slurmctld.pid "$DIR"/run/munged.pid; do
+    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  done
+  for _ in $(seq 50); do
+    pgrep -f "$DIR/etc/slurm.conf" >/dev/null || break
+    sleep 0.1
+  done
+  pkill -9 -f "$DIR/etc/slurm.conf" 2>/dev/null || true
+  [ -f "$DIR/run/munged.pid" ] && kill -9 "$(cat "$DIR/run/munged.pid")" 2>/dev/null || true
+  return 0
+}
+
+install() {
+  command -v slurmctld >/dev/null && command -v munged >/dev/null && return 0
+  echo "slurm-cluster: installing slurm-wlm and munge with apt-get" >&2
+  local added=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then  # no system munged/slurmd started by the packages
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    added=1
+  fi
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge) >&2
+  if [ -n "$added" ]; then rm -f /usr/sbin/policy-rc.d; fi
+}
+
+case "$cmd" in
+  stop) stop; exit 0 ;;
+  install) install; exit 0 ;;
+esac
+
+PORT_BASE=${3:?PORT_BASE}
+NODES=${4:-4}
+install
+
+stop
+rm -rf "$DIR"
+mkdir -p "$DIR"/{etc,run,log,state,spool,dev,munge}
+chmod 700 "$DIR/munge"
+head -c 1024 /dev/urandom >"$DIR/munge/munge.key"
+chmod 400 "$DIR/munge/munge.key"
+for g in $(seq 0 7); do ln -s /dev/null "$DIR/dev/nvidia$g"; done
+HOST=$(hostname -s)
+
+{
+  cat <<EOF
+ClusterName=cardhour-test
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldPort=$PORT_BASE
+SlurmdPort=$((PORT_BASE + 100))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$DIR/run/munge.socket
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/%n
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmdPidFile=$DIR/run/slurmd-%n.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$DIR/log/jobcomp.txt
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+SlurmdParameters=config_overrides
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0
+EnforcePartLimits=ALL
+ReturnToService=2
+MinJobAge=3600
+KillWait=5
+MailProg=/bin/true
+EOF
+  for i in $(seq 1 "$NODES"); do
+    echo "NodeName=node$i NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((PORT_BASE + 100 + i)) CPUs=16 RealMemory=65536 Gres=gpu:h100:8 State=UNKNOWN"
+  done
+  echo "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+} >"$DIR/etc/slurm.conf"
+printf 'AutoDetect=off\nNodeName=node[1-%s] Name=gpu Type=h100 File=%s/dev/nvidia[0-7]\n' \
+  "$NODES" "$DIR" >"$DIR/etc/gres.conf"
+
+munged --key-file="$DIR/munge/munge.key" --socket="$DIR/run/munge.socket" \
+  --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" \
+  --seed-file="$DIR/munge/munged.seed"
+export SLURM_CONF="$DIR/etc/slurm.conf"
+slurmctld -f "$SLURM_CONF"
+for i in $(seq 1 "$NODES"); do slurmd -f "$SLURM_CONF" -N "node$i"; done
+for _ in $(seq 300); do
+  idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | grep -c ' idle$' || true)
+  [ "$idle" -ge "$NODES" ] && { echo "SLURM_CONF=$SLURM_CONF"; exit 0; }
+  sleep 0.1
+done
+echo "slurm-cluster: nodes not idle after 30 s; see $DIR/log" >&2
+sinfo -N >&2 || true
+exit 1

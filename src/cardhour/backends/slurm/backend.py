@@ -1,0 +1,215 @@
+"""The Slurm backend: the operator's GPU servers are Slurm nodes with `gpu` gres, and each
+workload is one Slurm job named by its external name (`ch-<instance>-<attempt>`).
+
+Talks to Slurm through its CLI (shared/docs/SLURM.md: Debian's 22.05; pyslurm does not build
+against it): `sbatch --parsable` to launch, `squeue --json` to read jobs back (22.05 ignores its
+filters with `--json`, so jobs are filtered here by name), `scancel --name` to terminate, and
+`sinfo --json` for the inventory. The cardhour scheduler picks the nodes and GPUs; the job is
+pinned to those nodes (`--nodelist`) and asks Slurm for the same count per node
+(`--gres=gpu:<type>:k`, `--exclusive` for whole nodes), so Slurm's own accounting agrees and a job
+that cannot fit is refused at submit ("Requested node configuration is not available"). The
+GPU indices a job really got come back from Slurm (`gres_detail`, `IDX:0-1`).
+
+Drains: a node Slurm reports drained or down is left out of the inventory, so the platform
+stops placing on it; `drain` / `resume` mirror the platform's own drains into Slurm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cardhour.backends.base import (
+    Backend,
+    BackendError,
+    LaunchSpec,
+    MachineState,
+    PollResult,
+    ProvisioningFailed,
+)
+from cardhour.core.topology import NodeSpec
+
+_GRES = re.compile(r"gpu:(?P<type>[A-Za-z0-9_.-]+):(?P<count>\d+)")
+_IDX = re.compile(r"IDX:(?P<idx>[0-9,\-]+)")
+UNUSABLE = ("drain", "down", "fail", "maint", "future", "not_responding")
+PENDING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
+JOB_SCRIPT = """#!/bin/bash
+# cardhour workload {name}: holds its GPUs until cancelled; one line per node on start
+srun --ntasks-per-node=1 bash -c 'echo "node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES"'
+exec sleep infinity
+"""
+
+
+def _indices(text: str) -> list[int]:
+    """`0-1,4` → [0, 1, 4]."""
+    out: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        out.extend(range(int(low), int(high or low) + 1))
+    return out
+
+
+class SlurmBackend(Backend):
+    name = "slurm"
+
+    def __init__(
+        self,
+        slurm_conf: Path,
+        work_dir: Path,
+        data_centre: str,
+        gpu_models: Mapping[str, str],
+        partition: str | None = None,
+        timeout_seconds: float = 30,
+    ) -> None:
+        """`gpu_models`: Slurm gres type → the catalog's GPU model id (`{"h100": "H100"}`)."""
+        self.slurm_conf = slurm_conf
+        self.work_dir = work_dir
+        self.data_centre = data_centre
+        self.gpu_models = dict(gpu_models)
+        self.gres_types = {model: gres for gres, model in self.gpu_models.items()}
+        self.partition = partition
+        self.timeout = timeout_seconds
+
+    # -- the contract --------------------------------------------------------------------
+
+    def sync_inventory(self) -> list[NodeSpec]:
+        nodes = []
+        for node in self._json("sinfo", "--json").get("nodes", []):
+            state = " ".join([str(node.get("state", "")), *map(str, node.get("state_flags", []))])
+            found = _GRES.search(str(node.get("gres", "")))
+            if found is None or any(word in state.lower() for word in UNUSABLE):
+                continue
+            model = self.gpu_models.get(found["type"])
+            if model is None:
+                continue
+            nodes.append(
+                NodeSpec(
+                    id=str(node["name"]),
+                    data_centre=self.data_centre,
+                    gpu_model=model,
+                    gpu_count=int(found["count"]),
+                    cpus=int(node.get("cpus", 0)),
+                    memory_gb=int(node.get("real_memory", 0)) // 1024,
+                    ib_leaf=None,
+                    ib_spine=None,
+                    ib_rails=0,
+                    ib_gbps_per_rail=0,
+                )
+            )
+        return sorted(nodes, key=lambda n: n.id)
+
+    def launch(self, spec: LaunchSpec) -> None:
+        if self._jobs(spec.external_name, live_only=True):
+            return  # already submitted under this name
+        nodes = sorted(spec.gpus_by_node)
+        per_node = {len(g) for g in spec.gpus_by_node.values()}
+        if len(per_node) != 1:
+            raise ProvisioningFailed(f"uneven GPUs per node {sorted(per_node)}")
+        count = per_node.pop()
+        gres = self.gres_types.get(spec.gpu_model)
+        if gres is None:
+            raise ProvisioningFailed(f"no Slurm gres type for GPU model {spec.gpu_model}")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        script = self.work_dir / f"{spec.external_name}.sh"
+        script.write_text(JOB_SCRIPT.format(name=spec.external_name))
+        args = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={spec.external_name}",
+            f"--nodes={len(nodes)}",
+            f"--nodelist={','.join(nodes)}",
+            f"--gres=gpu:{gres}:{count}",
+            f"--output={self.work_dir / (spec.external_name + '.out')}",
+            f"--chdir={self.work_dir}",
+        ]
+        if len(nodes) > 1:
+            args.append("--exclusive")  # a cluster holds its nodes whole
+        if self.partition:
+            args.append(f"--partition={self.partition}")
+        done = self._run(*args, str(script), check=False)
+        if done.returncode != 0:
+            why = done.stderr.strip().removeprefix("sbatch: error: ") or "sbatch failed"
+            raise ProvisioningFailed(f"Slurm refused the job: {why}")
+
+    def poll(self, external_name: str) -> PollResult:
+        jobs = self._jobs(external_name, live_only=False)
+        if not jobs:
+            return PollResult(MachineState.GONE)
+        job = max(jobs, key=lambda j: int(j.get("job_id", 0)))
+        state = str(job.get("job_state", ""))
+        if state in PENDING:
+            return PollResult(MachineState.PROVISIONING, message=str(job.get("state_reason", "")))
+        if state == "RUNNING":
+            return PollResult(MachineState.RUNNING, self._connection(job))
+        if state in ("FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE", "TIMEOUT"):
+            return PollResult(MachineState.FAILED, message=f"Slurm job {state.lower()}")
+        return PollResult(MachineState.GONE, message=f"Slurm job {state.lower()}")
+
+    def terminate(self, external_name: str) -> None:
+        self._run("scancel", f"--name={external_name}")
+
+    # -- drains mirrored into Slurm --------------------------------------------------------
+
+    def drain(self, node: str, reason: str) -> None:
+        self._run("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
+
+    def resume(self, node: str) -> None:
+        self._run("scontrol", "update", f"nodename={node}", "state=resume")
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _connection(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        nodes = self._expand(str(job.get("nodes", "")))
+        gpus = {}
+        for node, detail in zip(nodes, job.get("gres_detail", []) or [], strict=False):
+            found = _IDX.search(str(detail))
+            gpus[node] = _indices(found["idx"]) if found else []
+        return {
+            "slurm_job_id": int(job["job_id"]),
+            "nodes": nodes,
+            "gpus_by_node": gpus,
+            "hosts": {n: n for n in nodes},
+            "user": str(job.get("user_name", "root")),
+            "port": 22,
+            "ssh": f"ssh {nodes[0]}" if nodes else "",
+        }
+
+    def _expand(self, hostlist: str) -> list[str]:
+        if not hostlist:
+            return []
+        done = self._run("scontrol", "show", "hostnames", hostlist)
+        return done.stdout.split()
+
+    def _jobs(self, name: str, live_only: bool) -> list[dict[str, Any]]:
+        jobs = [j for j in self._json("squeue", "--json").get("jobs", []) if j.get("name") == name]
+        if live_only:
+            jobs = [j for j in jobs if j.get("job_state") in (*PENDING, "RUNNING")]
+        return jobs
+
+    def _json(self, *args: str) -> dict[str, Any]:
+        done = self._run(*args)
+        try:
+            parsed = json.loads(done.stdout)
+        except ValueError as exc:
+            raise BackendError(f"{args[0]} --json printed no JSON") from exc
+        if not isinstance(parsed, dict):
+            raise BackendError(f"{args[0]} --json printed {type(parsed).__name__}")
+        return parsed
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "SLURM_CONF": str(self.slurm_conf)}
+        try:
+            done = subprocess.run(
+                list(args), capture_output=True, text=True, env=env, timeout=self.timeout
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BackendError(f"{shlex.join(args)}: {exc}") from exc
+        if check and done.returncode != 0:
+            raise BackendError(f"{shlex.join(args)}: {done.stderr.strip() or done.returncode}")
+        return done

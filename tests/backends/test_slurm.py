@@ -1,0 +1,132 @@
+"""The Slurm backend against a real Slurm cluster (Debian slurm-wlm 22.05, started by
+scripts/slurm-cluster.sh in a temp dir: 3 logical nodes × 8 fake H100 on this host).
+
+Each job really runs: its script prints what Slurm gave it on every node (`srun`), and the
+test reads that back."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cardhour.backends.base import LaunchSpec, MachineState, PollResult, ProvisioningFailed
+from cardhour.backends.slurm import SlurmBackend
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("apt-get") is None and shutil.which("slurmctld") is None,
+    reason="needs Debian's slurm-wlm (the script installs it with apt-get)",
+)
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[SlurmBackend]:
+    # munged wants every directory above its socket searchable by all: pytest's temp dirs
+    # are private, so the cluster lives in a directory of its own under /tmp
+    folder = Path(tempfile.mkdtemp(prefix="cardhour-slurm-", dir="/tmp"))
+    folder.chmod(0o755)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or "0"
+    port = 21000 + 300 * int(worker)
+    started = subprocess.run(
+        [str(SCRIPT), "start", str(folder / "cluster"), str(port), "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert started.returncode == 0, started.stdout + started.stderr
+    conf = Path(started.stdout.strip().removeprefix("SLURM_CONF="))
+    try:
+        yield SlurmBackend(conf, folder / "jobs", "bj1", {"h100": "H100"})
+    finally:
+        subprocess.run([str(SCRIPT), "stop", str(folder / "cluster")], timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def wait_for(backend: SlurmBackend, name: str, state: MachineState) -> PollResult:
+    deadline = time.monotonic() + 30
+    while True:
+        polled = backend.poll(name)
+        if polled.state == state or time.monotonic() > deadline:
+            return polled
+        time.sleep(0.2)
+
+
+def lines(backend: SlurmBackend, name: str, count: int) -> list[str]:
+    out = backend.work_dir / f"{name}.out"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        found = out.read_text().splitlines() if out.exists() else []
+        if len(found) >= count:
+            return sorted(found)
+        time.sleep(0.2)
+    return out.read_text().splitlines() if out.exists() else []
+
+
+def spec(name: str, gpus_by_node: dict[str, list[int]]) -> LaunchSpec:
+    count = sum(len(g) for g in gpus_by_node.values())
+    return LaunchSpec(name, "H100", count, gpus_by_node, "pytorch-2.3-cuda12.3", None)
+
+
+def test_inventory_and_drains_mirror_slurm(slurm: SlurmBackend) -> None:
+    nodes = slurm.sync_inventory()
+    assert [(n.id, n.gpu_model, n.gpu_count, n.cpus) for n in nodes] == [
+        ("node1", "H100", 8, 16),
+        ("node2", "H100", 8, 16),
+        ("node3", "H100", 8, 16),
+    ]
+    slurm.drain("node3", "bad NVSwitch")
+    try:
+        assert [n.id for n in slurm.sync_inventory()] == ["node1", "node2"]
+        # a job pinned to the drained node waits; it is never started there
+        slurm.launch(spec("ch-drained-1", {"node3": [0]}))
+        time.sleep(1)
+        assert slurm.poll("ch-drained-1").state == MachineState.PROVISIONING
+        slurm.terminate("ch-drained-1")
+    finally:
+        slurm.resume("node3")
+    deadline = time.monotonic() + 10  # briefly `idle*` (not responding) after a resume
+    while len(slurm.sync_inventory()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [n.id for n in slurm.sync_inventory()] == ["node1", "node2", "node3"]
+
+
+def test_a_two_gpu_container_sees_its_gpus(slurm: SlurmBackend) -> None:
+    slurm.launch(spec("ch-box-1", {"node1": [0, 1]}))
+    slurm.launch(spec("ch-box-1", {"node1": [0, 1]}))  # idempotent by name
+    running = wait_for(slurm, "ch-box-1", MachineState.RUNNING)
+    assert running.state == MachineState.RUNNING, running
+    assert running.connection["gpus_by_node"] == {"node1": [0, 1]}
+    assert lines(slurm, "ch-box-1", 1) == ["node=node1 gpus=0,1"]
+    assert len(slurm._jobs("ch-box-1", live_only=True)) == 1
+    slurm.terminate("ch-box-1")
+    assert wait_for(slurm, "ch-box-1", MachineState.GONE).state == MachineState.GONE
+    slurm.terminate("ch-box-1")  # gone already: silent
+
+
+def test_a_two_node_cluster_holds_both_nodes_whole(slurm: SlurmBackend) -> None:
+    every = list(range(8))
+    slurm.launch(spec("ch-pair-1", {"node1": every, "node2": every}))
+    running = wait_for(slurm, "ch-pair-1", MachineState.RUNNING)
+    assert running.state == MachineState.RUNNING, running
+    assert running.connection["nodes"] == ["node1", "node2"]
+    assert lines(slurm, "ch-pair-1", 2) == [
+        "node=node1 gpus=0,1,2,3,4,5,6,7",
+        "node=node2 gpus=0,1,2,3,4,5,6,7",
+    ]
+    slurm.terminate("ch-pair-1")  # down cancels the job
+    assert wait_for(slurm, "ch-pair-1", MachineState.GONE).state == MachineState.GONE
+
+
+def test_an_over_large_request_is_refused_with_slurms_reason(slurm: SlurmBackend) -> None:
+    with pytest.raises(ProvisioningFailed, match="Requested node configuration is not available"):
+        slurm.launch(spec("ch-huge-1", {"node1": list(range(9))}))
+    assert slurm.poll("ch-huge-1").state in (MachineState.GONE, MachineState.FAILED)
