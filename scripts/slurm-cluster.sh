@@ -5,6 +5,7 @@
 #
 #   scripts/slurm-cluster.sh start DIR PORT_BASE NODES   # prints SLURM_CONF=DIR/etc/slurm.conf
 #   scripts/slurm-cluster.sh stop DIR                    # cancels its jobs, stops its daemons
+#   scripts/slurm-cluster.sh run DIR NODE...             # with DIR/etc/*.conf written already
 #   scripts/slurm-cluster.sh install -                   # the Debian packages, when missing
 #
 # Installs slurm-wlm and munge with apt-get when missing (a policy-rc.d keeps Debian from
@@ -48,9 +49,42 @@ install() {
   if [ -n "$added" ]; then rm -f /usr/sbin/policy-rc.d; fi
 }
 
+prepare() {  # runtime folders, a fresh munge key, eight stand-in GPU devices
+  mkdir -p "$DIR"/{etc,run,log,state,spool,dev,munge}
+  chmod 700 "$DIR/munge"
+  rm -f "$DIR/munge/munge.key"
+  head -c 1024 /dev/urandom >"$DIR/munge/munge.key"
+  chmod 400 "$DIR/munge/munge.key"
+  for g in $(seq 0 7); do ln -sf /dev/null "$DIR/dev/nvidia$g"; done
+}
+
+run() {  # munged, slurmctld and one slurmd per node name given; waits until all are idle
+  munged --key-file="$DIR/munge/munge.key" --socket="$DIR/run/munge.socket" \
+    --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" \
+    --seed-file="$DIR/munge/munged.seed"
+  export SLURM_CONF="$DIR/etc/slurm.conf"
+  slurmctld -f "$SLURM_CONF"
+  for node in "$@"; do slurmd -f "$SLURM_CONF" -N "$node"; done
+  for _ in $(seq 300); do
+    idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | grep -c ' idle$' || true)
+    [ "$idle" -ge "$#" ] && { echo "SLURM_CONF=$SLURM_CONF"; exit 0; }
+    sleep 0.1
+  done
+  echo "slurm-cluster: nodes not idle after 30 s; see $DIR/log" >&2
+  sinfo -N >&2 || true
+  exit 1
+}
+
 case "$cmd" in
   stop) stop; exit 0 ;;
   install) install; exit 0 ;;
+  run)  # DIR/etc/{slurm,gres,topology}.conf written by the caller (e.g. core.slurmconf)
+    shift 2
+    install
+    stop
+    prepare
+    run "$@"
+    ;;
 esac
 
 PORT_BASE=${3:?PORT_BASE}
@@ -59,11 +93,7 @@ install
 
 stop
 rm -rf "$DIR"
-mkdir -p "$DIR"/{etc,run,log,state,spool,dev,munge}
-chmod 700 "$DIR/munge"
-head -c 1024 /dev/urandom >"$DIR/munge/munge.key"
-chmod 400 "$DIR/munge/munge.key"
-for g in $(seq 0 7); do ln -s /dev/null "$DIR/dev/nvidia$g"; done
+prepare
 HOST=$(hostname -s)
 
 {
@@ -110,17 +140,4 @@ EOF
 printf 'AutoDetect=off\nNodeName=node[1-%s] Name=gpu Type=h100 File=%s/dev/nvidia[0-7]\n' \
   "$NODES" "$DIR" >"$DIR/etc/gres.conf"
 
-munged --key-file="$DIR/munge/munge.key" --socket="$DIR/run/munge.socket" \
-  --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" \
-  --seed-file="$DIR/munge/munged.seed"
-export SLURM_CONF="$DIR/etc/slurm.conf"
-slurmctld -f "$SLURM_CONF"
-for i in $(seq 1 "$NODES"); do slurmd -f "$SLURM_CONF" -N "node$i"; done
-for _ in $(seq 300); do
-  idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | grep -c ' idle$' || true)
-  [ "$idle" -ge "$NODES" ] && { echo "SLURM_CONF=$SLURM_CONF"; exit 0; }
-  sleep 0.1
-done
-echo "slurm-cluster: nodes not idle after 30 s; see $DIR/log" >&2
-sinfo -N >&2 || true
-exit 1
+run $(for i in $(seq 1 "$NODES"); do echo "node$i"; done)

@@ -37,6 +37,8 @@ def test_two_node_cluster_passes_every_stage_then_bills(api: Api) -> None:
     api.settle()
     placed = _show(api, headers, "pair")
     assert placed["status"] == "provisioning" and len(placed["nodes"]) == 2
+    early = api.client.get("/api/v1/instances/pair/slurm", headers=headers)
+    assert (early.status_code, early.json()["error"]["code"]) == (409, "conflict")
     assert [(s["name"], s["outcome"]) for s in placed["stages"]] == [
         ("allocated", "ok"),
         ("booting", None),
@@ -62,6 +64,13 @@ def test_two_node_cluster_passes_every_stage_then_bills(api: Api) -> None:
     assert ready["count"] == 16
     topo = ready["stages"][3]["detail"]["nodes"]
     assert set(topo.values()) == {"8 GPUs, NV18 all-to-all, 8 InfiniBand ports up"}
+    slurm = api.client.get("/api/v1/instances/pair/slurm", headers=headers)
+    assert slurm.status_code == 200, slurm.text
+    conf = slurm.json()["files"]["slurm.conf"].splitlines()
+    assert any(line.startswith("NodeName=pair-worker1 ") for line in conf)
+    assert "SlurmctldHost=pair(" + head["address"] + ")" in conf
+    assert all("Gres=gpu:h100:8" in line for line in conf if line.startswith("NodeName="))
+    assert slurm.json()["files"]["topology.conf"].startswith("SwitchName=bj1-h100-leaf")
     # billed from `ready` on: nothing was charged for boot and gate time
     assert Decimal(ready["cost_so_far"]) == 0
     api.settle(60)

@@ -71,6 +71,10 @@ def test_two_node_cluster_with_ssh_config(server: Server, tmp_path: Path) -> Non
     assert r.returncode == 0 and r.stdout == "ssh pair-worker1 nvidia-smi -L\n", r.stderr
     one_line_error(cli(user, "ssh", "pair", "--worker", "2"), "invalid_input")
 
+    written = ok(user, "slurm", "pair", "--out", str(tmp_path / "slurm"))
+    assert "wrote gres.conf, slurm.conf, topology.conf" in written
+    assert "NodeName=pair-worker1 " in (tmp_path / "slurm" / "slurm.conf").read_text()
+
     ok(user, "down", "pair", "--yes")
     assert not (home / ".cardhour" / "ssh" / "pair").exists()
     odd = cli(user, "launch", "--gpu", "H100:4", "--nodes", "2", "--name", "odd")

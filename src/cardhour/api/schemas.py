@@ -178,6 +178,12 @@ class StageRead(BaseModel):
     detail: dict[str, Any] = {}
 
 
+class SlurmFilesRead(BaseModel):
+    files: dict[str, str] = Field(
+        description="`slurm.conf`, `gres.conf` and `topology.conf` for the cluster's own Slurm."
+    )
+
+
 class ImageRead(BaseModel):
     id: str = Field(examples=["pytorch-2.3-cuda12.3"])
     name: str

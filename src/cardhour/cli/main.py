@@ -24,6 +24,7 @@ from cardhour.cli import (
     offers,
     prices,
     simulate,
+    slurm,
     ssh,
     ssh_keys,
     statements,
@@ -97,6 +98,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "estimate": estimate.estimate,
     "notifications": grants.notifications,
     "ssh": ssh.ssh,
+    "slurm": slurm.slurm,
 }
 for _name, _command in COMMANDS.items():
     app.command(_name)(_one_line_errors(_command))

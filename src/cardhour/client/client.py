@@ -49,6 +49,7 @@ from cardhour.api.schemas import (
     QuoteCreate,
     QuoteCreated,
     RoleSet,
+    SlurmFilesRead,
     SshKeyCreate,
     SshKeyRead,
     TopUpCreate,
@@ -224,6 +225,10 @@ class CardhourClient:
     def remove_ssh_key(self, ident: str) -> SshKeyRead:
         """By id, name or fingerprint."""
         return self._call(SshKeyRead, "DELETE", f"/ssh-keys/{quote(ident, safe='')}")
+
+    def slurm_files(self, ident: str) -> SlurmFilesRead:
+        """One-click Slurm: `slurm.conf`, `gres.conf`, `topology.conf` for a running cluster."""
+        return self._call(SlurmFilesRead, "GET", _instance_path(ident, "/slurm"))
 
     def images(self) -> list[ImageRead]:
         return self._call(list[ImageRead], "GET", "/images")

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from cardhour.core import cluster
+from cardhour.core import cluster, slurmconf
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
 from cardhour.core.cluster import ClusterNode
@@ -27,6 +27,7 @@ from cardhour.core.errors import (
 )
 from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money
+from cardhour.core.slurmconf import SlurmFiles
 from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transition
 from cardhour.db.models import InstanceEventRow, InstanceRow, UserRow
 from cardhour.scheduler import Pending, Scheduler
@@ -381,6 +382,32 @@ def cluster_of(session: Session, row: InstanceRow) -> list[ClusterNode]:
     addresses = {str(k): str(v) for k, v in hosts.items()} if isinstance(hosts, dict) else {}
     rails = {n.id: n.ib_rails for n in node_store.list_nodes(session) if n.id in gpus_by_node}
     return cluster.layout(row.name, gpus_by_node, addresses, rails)
+
+
+def slurm_files(session: Session, row: InstanceRow) -> SlurmFiles:
+    """One-click Slurm: the files that make the instance's nodes a Slurm cluster of its own
+    (`core.slurmconf`), the head as controller, the IB leaves and spines as its tree.
+    Conflict while the instance holds no nodes."""
+    nodes = cluster_of(session, row)
+    if not nodes or row.status != S.RUNNING.value:
+        raise Conflict(f"instance {row.name} is {row.status}: Slurm needs it running")
+    rows = {n.id: n for n in node_store.list_nodes(session) if n.id in {c.node for c in nodes}}
+    return slurmconf.render(
+        row.name,
+        [
+            slurmconf.SlurmNode(
+                name=n.hostname,
+                address=n.address,
+                gpus=n.gpus,
+                gpu_type=row.gpu_model.lower(),
+                cpus=rows[n.node].cpus,
+                memory_mb=rows[n.node].memory_gb * 1024,
+                leaf=rows[n.node].ib_leaf,
+                spine=rows[n.node].ib_spine,
+            )
+            for n in nodes
+        ],
+    )
 
 
 def events_of(session: Session, row: InstanceRow) -> list[InstanceEventRow]:

@@ -66,6 +66,15 @@ def show(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
         return convert.instance(session, instances.get(session, user, ident), events=True)
 
 
+@router.get("/{ident}/slurm", response_model=schemas.SlurmFilesRead)
+def slurm(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.SlurmFilesRead:
+    """One-click Slurm: the config files that make the running instance's nodes a Slurm
+    cluster (head = controller, IB leaves as the topology tree). 409 unless it runs."""
+    with ctx.user_tx() as (session, user):
+        row = instances.get(session, user, ident)
+        return schemas.SlurmFilesRead(files=instances.slurm_files(session, row).as_dict())
+
+
 def _act(ctx: Ctx, ident: str, action: Callable[..., InstanceRow]) -> schemas.InstanceRead:
     """Record the user's intent, commit, then wake the reconcilers that carry it out."""
     with ctx.user_tx() as (session, user):
