@@ -40,13 +40,7 @@ stop() {
 install() {
   command -v slurmctld >/dev/null && command -v munged >/dev/null && return 0
   echo "slurm-cluster: installing slurm-wlm and munge with apt-get" >&2
-  local added=""
-  if [ ! -e /usr/sbin/policy-rc.d ]; then  # no system munged/slurmd started by the packages
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-    added=1
-  fi
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge) >&2
-  if [ -n "$added" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  "$(dirname "$0")/apt-install-quietly.sh" slurm-wlm munge
 }
 
 prepare() {  # runtime folders, a fresh munge key, eight stand-in GPU devices

@@ -111,6 +111,7 @@ class Platform:
             sim.provision_seconds,
             sim.fail_rate,
             state_file=self.settings.data_dir / "sim-state.json",
+            sshd_dir=self.settings.data_dir / "sshd" if sim.sshd else None,
         )
 
     def bootstrap_admin(self) -> tuple[str, str]:

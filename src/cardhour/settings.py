@@ -21,6 +21,11 @@ class SimSettings(BaseModel):
     fail_rate: float = Field(
         default=0.0, ge=0, le=1, description="Share of launches the simulator fails (0..1)."
     )
+    sshd: bool = Field(
+        default=False,
+        description="Back each simulated node with a real sshd on a loopback port (needs "
+        "Debian's openssh-server): `ssh NAME` then really logs in.",
+    )
 
 
 class ReconcilerSettings(BaseModel):

@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -45,6 +45,8 @@ def host_entries(inst: InstanceRead) -> str:
     if not nodes or not conn:
         return ""
     user, port = str(conn.get("user", "root")), int(conn.get("port", 22))
+    found = conn.get("ports")
+    ports: dict[str, Any] = found if isinstance(found, dict) else {}
     lines = [f"# written by cardhour for instance {inst.name} ({inst.id}); removed by `down`"]
     if conn.get("simulated"):
         lines.append("# simulated backend: these addresses reach no real machine")
@@ -56,9 +58,10 @@ def host_entries(inst: InstanceRead) -> str:
             f"Host {node.hostname}",
             f"  HostName {node.address}",
             f"  User {user}",
-            f"  Port {port}",
+            f"  Port {int(ports.get(node.node, port))}",
             "  StrictHostKeyChecking accept-new",
-            f"  UserKnownHostsFile {config_dir() / 'known_hosts'}",
+            # outside the included folder: ssh would read it as config
+            f"  UserKnownHostsFile {config_dir().parent / 'known_hosts'}",
         ]
     return "\n".join(lines) + "\n"
 

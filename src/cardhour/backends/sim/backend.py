@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from cardhour.backends.base import (
     PollResult,
     Probing,
 )
-from cardhour.backends.sim import reports
+from cardhour.backends.sim import reports, sshd
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.core.topology import NodeSpec
@@ -41,6 +41,7 @@ class SimMachine:
     failed: bool
     has_ssh_key: bool
     authorized_keys: str = ""
+    ports: dict[str, int] = field(default_factory=dict)  # node -> its real sshd's port
 
 
 class SimBackend(Backend, Probing):
@@ -54,7 +55,9 @@ class SimBackend(Backend, Probing):
         fail_rate: float = 0.0,
         state_file: Path | None = None,
         seed: int = 0,
+        sshd_dir: Path | None = None,
     ) -> None:
+        """`sshd_dir`: back every node with a real sshd (`sshd.py`), its files under there."""
         self._catalog = catalog
         self._clock = clock
         self.provision_seconds = provision_seconds
@@ -63,6 +66,7 @@ class SimBackend(Backend, Probing):
         self._fail_next = 0
         self._random = random.Random(seed)
         self._state_file = state_file
+        self.sshd_dir = sshd_dir
         self._lock = threading.Lock()
         self._machines: dict[str, SimMachine] = self._load()
         self.calls: list[tuple[str, str]] = []  # (verb, name): lets tests check idempotence
@@ -100,6 +104,11 @@ class SimBackend(Backend, Probing):
                 spec.ssh_key is not None,
                 spec.ssh_key or "",
             )
+            machine = self._machines[spec.external_name]
+            if self.sshd_dir is not None and not failed:
+                for node in machine.nodes:
+                    folder = self.sshd_dir / spec.external_name / node
+                    machine.ports[node] = sshd.start(folder, spec.ssh_key or "")
             self._save()
 
     def poll(self, external_name: str) -> PollResult:
@@ -116,8 +125,12 @@ class SimBackend(Backend, Probing):
     def terminate(self, external_name: str) -> None:
         with self._lock:
             self.calls.append(("terminate", external_name))
-            if self._machines.pop(external_name, None) is not None:
+            machine = self._machines.pop(external_name, None)
+            if machine is not None:
                 self._save()
+        if machine is not None and self.sshd_dir is not None:
+            for node in machine.ports:
+                sshd.stop(self.sshd_dir / external_name / node)
 
     FAULTS = ("nccl", "nvlink", "ib")
 
@@ -141,7 +154,10 @@ class SimBackend(Backend, Probing):
         return machine
 
     def authorized_keys(self, external_name: str, node: str) -> str:
-        return self._running(external_name, node).authorized_keys
+        machine = self._running(external_name, node)
+        if node in machine.ports and self.sshd_dir is not None:  # what the real sshd reads
+            return sshd.authorized_keys(self.sshd_dir / external_name / node)
+        return machine.authorized_keys
 
     def topology(self, external_name: str, node: str) -> tuple[str, str | None]:
         machine = self._running(external_name, node)
@@ -173,6 +189,21 @@ class SimBackend(Backend, Probing):
     @staticmethod
     def _connection(machine: SimMachine) -> dict[str, object]:
         head = machine.nodes[0]
+        if machine.ports:  # real sshds on loopback ports: ssh works, the GPUs are simulated
+            port = machine.ports[head]
+            return {
+                "simulated": True,
+                "note": "simulated GPUs; each node is a real sshd on a loopback port",
+                "host": "127.0.0.1",
+                "port": port,
+                "user": "root",
+                "ssh": f"ssh -p {port} root@127.0.0.1",
+                "nodes": machine.nodes,
+                "hosts": {n: "127.0.0.1" for n in machine.nodes},
+                "ports": dict(machine.ports),
+                "image": machine.image,
+                "ssh_key_injected": machine.has_ssh_key,
+            }
         host = f"{head}.sim.cardhour.invalid"
         return {
             "simulated": True,
