@@ -58,3 +58,22 @@ def test_weights_in_offers_and_placement(api: Api) -> None:
         "/api/v1/instances", headers=headers, json={"gpu": "H100", "weights": "nope"}
     )
     assert bad_launch.status_code == 422
+
+
+def test_bare_metal_lands_on_an_empty_node_only(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "100")
+    small = {"gpu": "A800", "count": 1, "name": "small"}
+    assert api.client.post("/api/v1/instances", headers=headers, json=small).status_code == 201
+    api.settle()
+    busy = _show(api, headers, "small")["nodes"]
+    metal = {"gpu": "A800", "count": 8, "name": "metal", "bare_metal": True}
+    assert api.client.post("/api/v1/instances", headers=headers, json=metal).status_code == 201
+    api.settle()
+    api.settle(30)
+    shown = _show(api, headers, "metal")
+    assert shown["status"] == "running" and shown["bare_metal"] is True
+    assert len(shown["nodes"]) == 1 and shown["nodes"] != busy
+    partial = {"gpu": "A800", "count": 4, "bare_metal": True}
+    r = api.client.post("/api/v1/instances", headers=headers, json=partial)
+    assert r.status_code == 422 and "bare metal takes whole nodes" in r.json()["error"]["message"]

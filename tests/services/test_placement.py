@@ -278,3 +278,28 @@ def test_build_held_returns_each_instance_placement_as_held() -> None:
     empty = placement.build_state(nodes, NVLINK)
     assert state.cpu_free.tolist() == empty.cpu_free.tolist()
     assert state.gpu_free.tolist() == empty.gpu_free.tolist()
+
+
+def test_bare_metal_takes_only_an_empty_node_and_holds_it_whole() -> None:
+    nodes = [make_node("n1"), make_node("n2")]
+    state = fleet(nodes, {"n1": 1})  # one GPU busy on n1
+    shapes = placement.node_shapes(state)
+    request = placement.to_request(shapes, "bm", "H100", 8, bare_metal=True)
+    assert isinstance(request, Request) and request.nodes == 1
+    decision = scheduler(state).place(state, request)
+    assert not isinstance(decision, Pending)
+    assert placement.assignment(state, decision).gpus_by_node == {"n2": list(range(8))}
+    # rebuilt from the DB's allocations, the node stays exclusive: no CPU left for anyone
+    held = {"bm": {"n2": range(8)}}
+    rebuilt, placed = placement.build_held(nodes, NVLINK, (), held, exclusive={"bm"})
+    assert placed["bm"].bindings[0].exclusive
+    i = rebuilt.index["n2"]
+    assert rebuilt.cpu_free[i] == 0
+    _, as_container = placement.build_held(nodes, NVLINK, (), held)
+    assert not as_container["bm"].bindings[0].exclusive
+    # no empty node: bare metal waits; a partial node is refused
+    busy = fleet(nodes, {"n1": 1, "n2": 1})
+    again = placement.to_request(placement.node_shapes(busy), "bm", "H100", 8, bare_metal=True)
+    assert isinstance(again, Request)
+    assert isinstance(scheduler(busy).place(busy, again), Pending)
+    assert isinstance(placement.to_request(shapes, "bm", "H100", 4, bare_metal=True), Pending)

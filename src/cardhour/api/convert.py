@@ -74,6 +74,7 @@ def instance(session: Session, row: InstanceRow, events: bool = False) -> schema
         plan_until=as_utc(row.plan_until) if row.plan_until else None,
         at_expiry=row.plan_at_expiry,
         movable=row.movable,
+        bare_metal=row.bare_metal,
         data_centre=row.data_centre,
         nodes=nodes,
         currency=row.currency,

@@ -133,6 +133,10 @@ class InstanceCreate(BaseModel):
         "gang-placed on the fewest InfiniBand leaves; up to 128.",
     )
     name: str | None = Field(default=None, examples=["my-h100"])
+    bare_metal: StrictBool = Field(
+        default=False,
+        description="Whole nodes held exclusively (`count` a multiple of the node's GPUs).",
+    )
     weights: str | None = Field(
         default=None,
         description="Model weights to mount at /models/<id> (GET /offers?weights= says where "
@@ -226,6 +230,7 @@ class InstanceRead(BaseModel):
         default=None, description="Monthly plan: `stop` or `on_demand` at its end."
     )
     movable: bool
+    bare_metal: bool = False
     data_centre: str | None
     nodes: list[str]
     currency: str

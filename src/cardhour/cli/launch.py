@@ -80,6 +80,14 @@ def launch(
             "a data centre that caches them (`cardhour offers --weights ID`).",
         ),
     ] = None,
+    bare_metal: Annotated[
+        bool,
+        typer.Option(
+            "--bare-metal",
+            help="Whole nodes held exclusively (count a multiple of a node's GPUs, e.g. "
+            "H100:8): nothing else shares them.",
+        ),
+    ] = False,
     nodes: Annotated[
         int,
         typer.Option(
@@ -116,6 +124,7 @@ def launch(
         count=req.count,
         nodes=nodes,
         weights=weights,
+        bare_metal=bare_metal,
         name=name,
         image=image,
         ssh_key=read_key(ssh_key) if ssh_key is not None else None,

@@ -202,6 +202,8 @@ class InstanceRow(Base):
     requested_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     # model weights asked for at launch (catalog `model_weights` id), mounted at /models/<id>
     weights: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # bare metal: whole nodes held exclusively (no other workload shares them), never containers
+    bare_metal: Mapped[bool] = mapped_column(default=False, server_default=false())
     lease_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)

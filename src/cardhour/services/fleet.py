@@ -13,6 +13,7 @@ from cardhour.core.topology import NodeSpec
 from cardhour.db.models import NodeRow
 from cardhour.scheduler import FleetState, Placement
 from cardhour.services import placement
+from cardhour.store import instances as instance_store
 from cardhour.store import nodes as store
 
 
@@ -91,6 +92,7 @@ def load(session: Session, catalog: Catalog, all_free: bool = False) -> FleetVie
         {m.id for m in catalog.gpu_models if m.nvlink},
         {row.id for row in rows if not row.schedulable},
         None if all_free else store.allocations_by_instance(session),
+        set() if all_free else instance_store.bare_metal_ids(session),
     )
     return FleetView(state, specs, {row.id: row.allocation_version for row in rows}, held)
 

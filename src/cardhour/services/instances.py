@@ -58,6 +58,7 @@ class LaunchRequest:
     at_expiry: str = "stop"  # monthly plan: "stop" or "on_demand" when the 30 days end
     nodes: int = 1  # > 1: a cluster of whole nodes, `count` GPUs each
     weights: str | None = None  # model weights to mount (placement prefers where they are)
+    bare_metal: bool = False  # whole nodes held exclusively
 
 
 def switch_status(
@@ -278,7 +279,12 @@ def create(
     shapes = placement.node_shapes(state)
     if req.nodes != 1:
         count = cluster_count(shapes, model.id, count, req.nodes)
-    request = placement.to_request(shapes, "launch", model.id, count)
+    size = shapes[model.id].gpus if model.id in shapes else None
+    if req.bare_metal and size is not None and count % size:
+        raise InvalidInput(
+            f"bare metal takes whole nodes: ask for {model.id}:{size} (or --nodes), not {count}"
+        )
+    request = placement.to_request(shapes, "launch", model.id, count, bare_metal=req.bare_metal)
     ever = request if isinstance(request, Pending) else scheduler.place(state, request)
     if isinstance(ever, Pending):
         raise NoCapacity(f"no {count} × {model.id} can be placed on this fleet: {ever.reason}")
@@ -321,6 +327,7 @@ def create(
         updated_at=now,
         requested_at=now,
         weights=weights,
+        bare_metal=req.bare_metal,
     )
     store.add_instance(session, row)
     store.add_event(

@@ -84,6 +84,7 @@ def build_held(
     nvlink_models: Collection[str],
     unschedulable: Collection[str] = (),
     allocations: Allocations | None = None,
+    exclusive: Collection[str] = (),
 ) -> tuple[FleetState, dict[str, Placement]]:
     """`build_state`, plus the placement held for each instance (instance id → `Placement`, as
     assumed on the state; an instance none of whose GPUs exist on a known node is left out)."""
@@ -94,7 +95,7 @@ def build_held(
     shapes = node_shapes(state)
     placements: dict[str, Placement] = {}
     for instance_id, on_nodes in held:
-        placed = _hold(state, shapes, instance_id, on_nodes)
+        placed = _hold(state, shapes, instance_id, on_nodes, instance_id in exclusive)
         if placed.bindings:
             placements[instance_id] = placed
     return state, placements
@@ -105,8 +106,9 @@ def _hold(
     shapes: Mapping[str, NodeShape],
     instance_id: str,
     on_nodes: Mapping[str, Collection[int]],
+    exclusive: bool = False,
 ) -> Placement:
-    gang = len(on_nodes) > 1
+    gang = len(on_nodes) > 1 or exclusive
     bindings = []
     for name, gpus in sorted(on_nodes.items()):
         i = state.index.get(name)
@@ -184,12 +186,26 @@ def to_request(
     gpu_model: str,
     count: int,
     data_centre: str | None = None,
+    bare_metal: bool = False,
 ) -> Request | Pending:
     models = frozenset({gpu_model})
     shape = shapes.get(gpu_model)
     if shape is None:  # no node has this model: the engine's filters say so ("44 wrong GPU model")
         return Request(request_id, 0, 0, count, MILLI, models, data_centre=data_centre)
     size = shape.gpus
+    if bare_metal and count == size:  # one whole node, exclusive, only on an empty one
+        return Request(
+            request_id,
+            shape.cpu_milli,
+            shape.memory_mib,
+            size,
+            MILLI,
+            models,
+            nodes=1,
+            data_centre=data_centre,
+        )
+    if bare_metal and count % size:
+        return Pending(f"bare metal takes whole nodes: ask for a multiple of {size} GPUs")
     if count <= size:
         cpu, mem = shape.cpu_share(count), shape.memory_share(count)
         return Request(request_id, cpu, mem, count, MILLI, models, data_centre=data_centre)

@@ -53,13 +53,17 @@ def _bind(
     asked for some, then anywhere."""
     if row.weights is not None:
         for dc in catalog.dcs_with(row.weights):
-            request = placement.to_request(shapes, row.id, row.gpu_model, row.gpu_count, dc)
+            request = placement.to_request(
+                shapes, row.id, row.gpu_model, row.gpu_count, dc, row.bare_metal
+            )
             if isinstance(request, Pending):
                 break
             decision = scheduler.bind(state, request)
             if not isinstance(decision, Pending):
                 return decision
-    request = placement.to_request(shapes, row.id, row.gpu_model, row.gpu_count)
+    request = placement.to_request(
+        shapes, row.id, row.gpu_model, row.gpu_count, bare_metal=row.bare_metal
+    )
     return request if isinstance(request, Pending) else scheduler.bind(state, request)
 
 

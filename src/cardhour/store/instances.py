@@ -202,6 +202,15 @@ def save_charges(session: Session, charges: Sequence[tuple[Rated, int, datetime]
             set_committed_value(row, "charged_at", at)
 
 
+def bare_metal_ids(session: Session) -> set[str]:
+    """Bare-metal instances that may hold nodes (their nodes are held exclusively)."""
+    stmt = select(InstanceRow.id).where(
+        InstanceRow.bare_metal.is_(True),
+        InstanceRow.status.in_(("provisioning", "running", "stopping")),
+    )
+    return set(session.scalars(stmt))
+
+
 def has_run(session: Session, instance_id: str) -> bool:
     """Whether the instance was ever `running` (a quote's price cap holds until it first is)."""
     stmt = select(InstanceEventRow.id).where(

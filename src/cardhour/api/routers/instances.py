@@ -41,6 +41,7 @@ def create(
         body.at_expiry,
         body.nodes,
         body.weights,
+        body.bare_metal,
     )
 
     def launch(session: Session, user: UserRow) -> schemas.InstanceRead:
