@@ -126,6 +126,24 @@ def test_a_two_node_cluster_holds_both_nodes_whole(slurm: SlurmBackend) -> None:
     assert wait_for(slurm, "ch-pair-1", MachineState.GONE).state == MachineState.GONE
 
 
+def test_bare_metal_holds_its_node_against_other_jobs(slurm: SlurmBackend) -> None:
+    bare = spec("ch-metal-1", {"node3": list(range(8))})
+    slurm.launch(LaunchSpec(**{**bare.__dict__, "exclusive": True}))
+    assert wait_for(slurm, "ch-metal-1", MachineState.RUNNING).state == MachineState.RUNNING
+    jobs = slurm._jobs("ch-metal-1", live_only=True)
+    assert len(jobs) == 1
+    detail = subprocess.run(
+        ["scontrol", "show", "job", "-o", str(jobs[0]["job_id"])],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SLURM_CONF": str(slurm.slurm_conf)},
+        check=True,
+    ).stdout
+    assert "OverSubscribe=NO" in detail  # Slurm's word for an exclusive job
+    slurm.terminate("ch-metal-1")
+    assert wait_for(slurm, "ch-metal-1", MachineState.GONE).state == MachineState.GONE
+
+
 def test_an_over_large_request_is_refused_with_slurms_reason(slurm: SlurmBackend) -> None:
     with pytest.raises(ProvisioningFailed, match="Requested node configuration is not available"):
         slurm.launch(spec("ch-huge-1", {"node1": list(range(9))}))

@@ -31,6 +31,7 @@ class LaunchSpec:
     gpus_by_node: dict[str, list[int]]
     image: str
     ssh_key: str | None
+    exclusive: bool = False  # bare metal: nothing else may share its nodes
 
 
 class MachineState(StrEnum):

@@ -38,6 +38,7 @@ def launch_spec(claim: Claim) -> LaunchSpec:
         claim.gpus_by_node,
         claim.image,
         claim.ssh_key,
+        claim.bare_metal,
     )
 
 

@@ -39,6 +39,7 @@ class Claim:
     gpus_by_node: dict[str, list[int]]
     status_since: datetime  # when the row entered `status`
     attempt: int = 0  # the placement being worked on (readiness stages are per placement)
+    bare_metal: bool = False
 
 
 def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) -> list[Claim]:
@@ -64,6 +65,7 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
                 gpus,
                 as_utc(row.updated_at),  # only a status change moves updated_at
                 row.attempt,
+                row.bare_metal,
             )
         )
     session.flush()

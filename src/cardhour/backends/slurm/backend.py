@@ -128,8 +128,8 @@ class SlurmBackend(Backend):
             f"--output={self.work_dir / (spec.external_name + '.out')}",
             f"--chdir={self.work_dir}",
         ]
-        if len(nodes) > 1:
-            args.append("--exclusive")  # a cluster holds its nodes whole
+        if len(nodes) > 1 or spec.exclusive:
+            args.append("--exclusive")  # a cluster, or bare metal, holds its nodes whole
         if self.partition:
             args.append(f"--partition={self.partition}")
         done = self._run(*args, str(script), check=False)
