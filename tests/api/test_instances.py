@@ -93,6 +93,13 @@ def test_offers_show_inventory_prices_and_topology(api: Api) -> None:
 
     sixteen = api.client.get("/api/v1/offers", params={"gpu": "H100", "count": 16}).json()
     assert "2 whole nodes under one IB leaf" in sixteen[0]["recommendation"]["summary"]
+    # the all-reduce busbw a healthy placement reaches (and the readiness gate measures)
+    assert rec["expected_busbw_gbps"] == 477.0 and "all-reduce ~477 GB/s" in rec["summary"]
+    across = sixteen[0]["recommendation"]
+    assert across["expected_busbw_gbps"] == 188.0  # 94% of 8 × 200 Gb/s rails
+    assert "all-reduce across them ~188 GB/s" in across["summary"]
+    one = api.client.get("/api/v1/offers", params={"gpu": "H100:1"}).json()
+    assert one[0]["recommendation"]["expected_busbw_gbps"] is None
 
     pcie = api.client.get("/api/v1/offers", params={"gpu": "RTX4090:16"}).json()
     assert not pcie[0]["recommendation"]["available"]

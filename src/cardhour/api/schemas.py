@@ -86,6 +86,10 @@ class RecommendationRead(BaseModel):
     ib_leaves: list[str]
     interconnect: str
     reason: str | None = None
+    expected_busbw_gbps: float | None = Field(
+        default=None,
+        description="All-reduce busbw a healthy placement reaches (nccl-tests, large messages).",
+    )
 
 
 class GpuSpecRead(BaseModel):

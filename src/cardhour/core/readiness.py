@@ -78,3 +78,41 @@ def check_topology(
         links = f"NVLink pairs {domains}"
     summary = f"{topo.gpus} GPUs, {links}, {ports} InfiniBand ports up"
     return TopologyCheck(not problems, summary, tuple(problems))
+
+
+# What a healthy placement reaches (FACTS.md): 8 × H100 SXM all-reduce about 476-480 GB/s busbw
+# with NVLS (53% of its 900 GB/s NVLink), PCIe nodes taken at 70% of their link, and across
+# nodes about 94% of the NICs' line rate (46-48 GB/s per 400 Gb/s NIC).
+NVLINK_BUSBW_FRACTION = 0.53
+PCIE_BUSBW_FRACTION = 0.7
+FABRIC_EFFICIENCY = 0.94
+
+
+def node_busbw(model: GpuModel) -> float:
+    """Expected large-message busbw of an all-reduce over one full node, GB/s."""
+    fraction = NVLINK_BUSBW_FRACTION if model.nvlink else PCIE_BUSBW_FRACTION
+    return model.in_node_gbps * fraction
+
+
+def fabric_busbw(nodes: list[NodeSpec]) -> float | None:
+    """Expected busbw of an all-reduce across `nodes` (the slowest node's NICs); None without
+    InfiniBand."""
+    if any(n.ib_leaf is None or n.ib_rails <= 0 for n in nodes):
+        return None
+    return min(n.ib_rails * n.ib_gbps_per_rail / 8 for n in nodes) * FABRIC_EFFICIENCY
+
+
+def expected_busbw(model: GpuModel, gpus_per_node: int, nodes: list[NodeSpec]) -> float | None:
+    """What all_reduce_perf should show for this placement, GB/s (None for a single GPU):
+    inside one node, scaled like the gate's threshold for a part of it; across several, the
+    lesser of the node and the fabric."""
+    if not nodes or (len(nodes) == 1 and gpus_per_node < 2):
+        return None
+    per_node = node_busbw(model)
+    full = nodes[0].gpu_count
+    if len(nodes) == 1 and gpus_per_node < full:
+        per_node *= ((gpus_per_node - 1) / gpus_per_node) / ((full - 1) / full)
+    if len(nodes) == 1:
+        return round(per_node, 1)
+    fabric = fabric_busbw(nodes)
+    return round(min(per_node, fabric) if fabric is not None else per_node, 1)

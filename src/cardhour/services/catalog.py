@@ -8,6 +8,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from cardhour.core import readiness
 from cardhour.core.catalog import HOURS_PER_MONTH, Catalog
 from cardhour.core.gpus import GpuModel
 from cardhour.core.money import Money
@@ -52,6 +53,7 @@ class Recommendation:
     ib_leaves: list[str]
     interconnect: str  # "NVLink" | "PCIe" | "NVLink + InfiniBand"
     reason: str | None = None
+    expected_busbw_gbps: float | None = None  # what the readiness gate should measure
 
 
 def describe(chosen: Assignment, model: GpuModel, specs: dict[str, NodeSpec]) -> Recommendation:
@@ -65,7 +67,10 @@ def describe(chosen: Assignment, model: GpuModel, specs: dict[str, NodeSpec]) ->
             "1 node" if gpus == first.gpu_count else f"{gpus} of {first.gpu_count} GPUs on 1 node"
         )
         summary = f"{where} ({nodes[0]}), {gpus} × {model.id} over {link}"
-        return Recommendation(True, summary, nodes, list(chosen.ib_leaves), inter)
+        busbw = readiness.expected_busbw(model, gpus, [first])
+        if busbw is not None:
+            summary += f"; all-reduce ~{busbw:g} GB/s busbw"
+        return Recommendation(True, summary, nodes, list(chosen.ib_leaves), inter, None, busbw)
     leaves = len(chosen.ib_leaves)
     under = "one IB leaf" if leaves == 1 else f"{leaves} IB leaves"
     if len(chosen.ib_spines) > 1:
@@ -76,7 +81,11 @@ def describe(chosen: Assignment, model: GpuModel, specs: dict[str, NodeSpec]) ->
         f"{link} inside each node, {fabric} between them"
     )
     inter = "NVLink + InfiniBand" if model.nvlink else "PCIe + InfiniBand"
-    return Recommendation(True, summary, nodes, list(chosen.ib_leaves), inter)
+    per_node = len(chosen.gpus_by_node[nodes[0]])
+    busbw = readiness.expected_busbw(model, per_node, [specs[n] for n in nodes])
+    if busbw is not None:
+        summary += f"; all-reduce across them ~{busbw:g} GB/s busbw"
+    return Recommendation(True, summary, nodes, list(chosen.ib_leaves), inter, None, busbw)
 
 
 def recommend(

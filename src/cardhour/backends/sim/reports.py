@@ -9,12 +9,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
+from cardhour.core import readiness
 from cardhour.core.gpus import GpuModel
 from cardhour.core.topology import NodeSpec
 
-NVLINK_BUSBW_FRACTION = 0.53  # 478 / 900 GB/s on H100 SXM
-PCIE_BUSBW_FRACTION = 0.7
-FABRIC_EFFICIENCY = 0.94
 DEGRADED_FRACTION = 0.35  # what a node with a bad NVSwitch or GPU reaches
 
 _LEGEND = """
@@ -101,14 +99,14 @@ def ibstat(spec: NodeSpec, down_rails: Sequence[int] = ()) -> str:
 
 
 def node_busbw(model: GpuModel, degraded: bool = False) -> float:
-    """The modelled large-message busbw of one node's all-reduce, GB/s."""
-    fraction = NVLINK_BUSBW_FRACTION if model.nvlink else PCIE_BUSBW_FRACTION
-    return model.in_node_gbps * fraction * (DEGRADED_FRACTION if degraded else 1.0)
+    """The modelled large-message busbw of one node's all-reduce, GB/s (what a healthy node
+    reaches, `core.readiness.node_busbw`, or a degraded one)."""
+    return readiness.node_busbw(model) * (DEGRADED_FRACTION if degraded else 1.0)
 
 
 def fabric_busbw(specs: Sequence[NodeSpec]) -> float:
     """The modelled busbw of an all-reduce across nodes: the slowest node's NICs."""
-    return min(s.ib_rails * s.ib_gbps_per_rail / 8 for s in specs) * FABRIC_EFFICIENCY
+    return readiness.fabric_busbw(list(specs)) or 0.0
 
 
 def all_reduce_perf(
