@@ -117,6 +117,7 @@ JobCompLoc=$DIR/log/jobcomp.txt
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
+TopologyPlugin=topology/tree
 SlurmdParameters=config_overrides
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0
@@ -133,5 +134,6 @@ EOF
 } >"$DIR/etc/slurm.conf"
 printf 'AutoDetect=off\nNodeName=node[1-%s] Name=gpu Type=h100 File=%s/dev/nvidia[0-7]\n' \
   "$NODES" "$DIR" >"$DIR/etc/gres.conf"
+printf 'SwitchName=leaf1 Nodes=node[1-%s]\n' "$NODES" >"$DIR/etc/topology.conf"
 
 run $(for i in $(seq 1 "$NODES"); do echo "node$i"; done)

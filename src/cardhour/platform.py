@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cardhour.backends.base import Backend
 from cardhour.backends.sim import SimBackend
+from cardhour.backends.slurm import SlurmBackend
 from cardhour.core.clock import Clock, SystemClock
 from cardhour.core.errors import InvalidInput
 from cardhour.core.money import Money
@@ -102,8 +103,21 @@ class Platform:
         self._threads: list[threading.Thread] = []
 
     def _make_backend(self) -> Backend:
+        if self.settings.backend == "slurm":
+            slurm = self.settings.slurm
+            if slurm.conf is None:
+                raise InvalidInput("backend slurm needs slurm.conf: set CARDHOUR_SLURM__CONF")
+            return SlurmBackend(
+                slurm.conf,
+                self.settings.data_dir / "slurm-jobs",
+                slurm.data_centre,
+                slurm.gres_types,
+                slurm.partition,
+                ib_rails=slurm.ib_rails,
+                ib_gbps_per_rail=slurm.ib_gbps_per_rail,
+            )
         if self.settings.backend != "sim":
-            raise InvalidInput(f"unknown backend {self.settings.backend!r}; available: sim")
+            raise InvalidInput(f"unknown backend {self.settings.backend!r}; available: sim, slurm")
         sim = self.settings.sim
         return SimBackend(
             self.catalog,

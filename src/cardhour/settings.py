@@ -28,6 +28,22 @@ class SimSettings(BaseModel):
     )
 
 
+class SlurmSettings(BaseModel):
+    conf: Path | None = Field(
+        default=None, description="The cluster's slurm.conf (SLURM_CONF) the CLI tools use."
+    )
+    data_centre: str = Field(
+        default="bj1", description="The fleet file's data centre these nodes are in (prices)."
+    )
+    gres_types: dict[str, str] = Field(
+        default={"h100": "H100", "a800": "A800", "rtx4090": "RTX4090"},
+        description="Slurm gres type -> the fleet file's GPU model id.",
+    )
+    partition: str | None = Field(default=None, description="Partition to submit to.")
+    ib_rails: int = Field(default=8, ge=0, description="InfiniBand NICs per node.")
+    ib_gbps_per_rail: int = Field(default=400, ge=0, description="Gb/s of each NIC.")
+
+
 class ReconcilerSettings(BaseModel):
     interval_seconds: float = Field(default=1.0, gt=0, description="Loop period when idle.")
     lease_seconds: int = Field(default=60, gt=0, description="How long a claim on a row lasts.")
@@ -110,11 +126,15 @@ class Settings(BaseSettings):
     fleet_file: Path | None = Field(
         default=None, description="Fleet, price book and image catalog YAML; default: the demo."
     )
-    backend: str = Field(default="sim", description="Compute backend: `sim` (simulated fleet).")
+    backend: str = Field(
+        default="sim",
+        description="Compute backend: `sim` (simulated fleet) or `slurm` (a real Slurm cluster).",
+    )
     trial_credit: str = Field(default="10.00", description="Credit every new account gets once.")
     admin_email: str = Field(default="admin@cardhour.local", description="Bootstrap admin login.")
     secure_cookies: bool = Field(default=False, description="Mark console cookies Secure (HTTPS).")
     sim: SimSettings = SimSettings()
+    slurm: SlurmSettings = SlurmSettings()
     reconcilers: ReconcilerSettings = ReconcilerSettings()
     billing: BillingSettings = BillingSettings()
     scheduler: SchedulerSettings = SchedulerSettings()

@@ -1,5 +1,5 @@
 """The Slurm backend against a real Slurm cluster (Debian slurm-wlm 22.05, started by
-scripts/slurm-cluster.sh in a temp dir: 3 logical nodes × 8 fake H100 on this host).
+scripts/slurm-cluster.sh in a temp dir: 4 logical nodes × 8 fake H100 on this host, one leaf).
 
 Each job really runs: its script prints what Slurm gave it on every node (`srun`), and the
 test reads that back."""
@@ -15,9 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
+from cardhour.api.app import create_app
 from cardhour.backends.base import LaunchSpec, MachineState, PollResult, ProvisioningFailed
 from cardhour.backends.slurm import SlurmBackend
+from cardhour.core.clock import ManualClock
+from cardhour.core.money import Money
+from cardhour.platform import Platform
+from cardhour.services import accounts, ledger
+from cardhour.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
@@ -37,7 +44,7 @@ def slurm() -> Iterator[SlurmBackend]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or "0"
     port = 21000 + 300 * int(worker)
     started = subprocess.run(
-        [str(SCRIPT), "start", str(folder / "cluster"), str(port), "3"],
+        [str(SCRIPT), "start", str(folder / "cluster"), str(port), "4"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -82,10 +89,11 @@ def test_inventory_and_drains_mirror_slurm(slurm: SlurmBackend) -> None:
         ("node1", "H100", 8, 16),
         ("node2", "H100", 8, 16),
         ("node3", "H100", 8, 16),
+        ("node4", "H100", 8, 16),
     ]
     slurm.drain("node3", "bad NVSwitch")
     try:
-        assert [n.id for n in slurm.sync_inventory()] == ["node1", "node2"]
+        assert [n.id for n in slurm.sync_inventory()] == ["node1", "node2", "node4"]
         # a job pinned to the drained node waits; it is never started there
         slurm.launch(spec("ch-drained-1", {"node3": [0]}))
         time.sleep(1)
@@ -94,9 +102,9 @@ def test_inventory_and_drains_mirror_slurm(slurm: SlurmBackend) -> None:
     finally:
         slurm.resume("node3")
     deadline = time.monotonic() + 10  # briefly `idle*` (not responding) after a resume
-    while len(slurm.sync_inventory()) < 3 and time.monotonic() < deadline:
+    while len(slurm.sync_inventory()) < 4 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert [n.id for n in slurm.sync_inventory()] == ["node1", "node2", "node3"]
+    assert [n.id for n in slurm.sync_inventory()] == ["node1", "node2", "node3", "node4"]
 
 
 def test_a_two_gpu_container_sees_its_gpus(slurm: SlurmBackend) -> None:
@@ -148,3 +156,73 @@ def test_an_over_large_request_is_refused_with_slurms_reason(slurm: SlurmBackend
     with pytest.raises(ProvisioningFailed, match="Requested node configuration is not available"):
         slurm.launch(spec("ch-huge-1", {"node1": list(range(9))}))
     assert slurm.poll("ch-huge-1").state in (MachineState.GONE, MachineState.FAILED)
+
+
+def test_the_platform_runs_a_cluster_and_a_container_on_slurm(
+    slurm: SlurmBackend, tmp_path: Path
+) -> None:
+    """Through the REST API with `backend = slurm`: the inventory comes from Slurm (its
+    topology tree gives the IB leaf), a 2-node × 8 cluster and a 2-GPU container run as Slurm
+    jobs that see their GPUs, a drained node is not placed on, `down` cancels the jobs."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'db.sqlite'}",
+        backend="slurm",
+        slurm={"conf": slurm.slurm_conf, "data_centre": "bj1"},
+    )
+    platform = Platform(settings, clock=ManualClock())
+    jobs = settings.data_dir / "slurm-jobs"
+    try:
+        with TestClient(create_app(platform)) as client:
+            r = client.post(
+                "/api/v1/auth/signup", json={"email": "s@example.com", "password": "pw-12345678"}
+            )
+            headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
+            with platform.sessions() as s, s.begin():
+                user = accounts.sign_in(s, "s@example.com", "pw-12345678")
+                ledger.top_up(s, user.id, Money.parse("500"), platform.clock.now(), "slurm")
+            platform.reconcile()  # inventory from sinfo
+            slurm.drain("node3", "maintenance")
+            platform.reconcile()
+            for body in (
+                {"gpu": "H100", "count": 8, "nodes": 2, "name": "pair"},
+                {"gpu": "H100", "count": 2, "name": "box"},
+            ):
+                assert client.post("/api/v1/instances", headers=headers, json=body).is_success
+                platform.reconcile()  # placed in this order (the pair takes node1 and node2)
+
+            def shown(name: str) -> dict[str, object]:
+                return client.get(f"/api/v1/instances/{name}", headers=headers).json()
+
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                platform.reconcile()
+                if shown("pair")["status"] == "running" and shown("box")["status"] == "running":
+                    break
+                time.sleep(0.3)
+            pair, box = shown("pair"), shown("box")
+            assert pair["status"] == "running", pair["status_reason"]
+            assert box["status"] == "running", box["status_reason"]
+            assert pair["nodes"] == ["node1", "node2"] and box["nodes"] == ["node4"]
+            pair_out = jobs / f"ch-{pair['id']}-1.out"
+            box_out = jobs / f"ch-{box['id']}-1.out"
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not (pair_out.exists() and box_out.exists()):
+                time.sleep(0.2)
+            every = ",".join(map(str, range(8)))
+            assert sorted(pair_out.read_text().splitlines()) == [
+                f"node=node1 gpus={every}",
+                f"node=node2 gpus={every}",
+            ]
+            assert box_out.read_text().split()[1] == "gpus=0,1"
+            for name in ("pair", "box"):
+                assert client.delete(f"/api/v1/instances/{name}", headers=headers).is_success
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (slurm._jobs(f"ch-{pair['id']}-1", True)):
+                platform.reconcile()
+                time.sleep(0.2)
+            assert slurm.poll(f"ch-{pair['id']}-1").state == MachineState.GONE
+            assert slurm.poll(f"ch-{box['id']}-1").state == MachineState.GONE
+    finally:
+        slurm.resume("node3")
+        platform.stop()

@@ -66,8 +66,12 @@ class SlurmBackend(Backend):
         gpu_models: Mapping[str, str],
         partition: str | None = None,
         timeout_seconds: float = 30,
+        ib_rails: int = 8,
+        ib_gbps_per_rail: int = 400,
     ) -> None:
-        """`gpu_models`: Slurm gres type → the catalog's GPU model id (`{"h100": "H100"}`)."""
+        """`gpu_models`: Slurm gres type → the catalog's GPU model id (`{"h100": "H100"}`).
+        Leaves and spines come from Slurm's `topology/tree` (`scontrol show topology`); the
+        NICs per node (`ib_rails` × `ib_gbps_per_rail`), which Slurm does not know, from here."""
         self.slurm_conf = slurm_conf
         self.work_dir = work_dir
         self.data_centre = data_centre
@@ -75,10 +79,12 @@ class SlurmBackend(Backend):
         self.gres_types = {model: gres for gres, model in self.gpu_models.items()}
         self.partition = partition
         self.timeout = timeout_seconds
+        self.ib_rails, self.ib_gbps_per_rail = ib_rails, ib_gbps_per_rail
 
     # -- the contract --------------------------------------------------------------------
 
     def sync_inventory(self) -> list[NodeSpec]:
+        leaf_of, spine_of = self._topology()
         nodes = []
         for node in self._json("sinfo", "--json").get("nodes", []):
             state = " ".join([str(node.get("state", "")), *map(str, node.get("state_flags", []))])
@@ -88,6 +94,7 @@ class SlurmBackend(Backend):
             model = self.gpu_models.get(found["type"])
             if model is None:
                 continue
+            leaf = leaf_of.get(str(node["name"]))
             nodes.append(
                 NodeSpec(
                     id=str(node["name"]),
@@ -96,10 +103,10 @@ class SlurmBackend(Backend):
                     gpu_count=int(found["count"]),
                     cpus=int(node.get("cpus", 0)),
                     memory_gb=int(node.get("real_memory", 0)) // 1024,
-                    ib_leaf=None,
-                    ib_spine=None,
-                    ib_rails=0,
-                    ib_gbps_per_rail=0,
+                    ib_leaf=leaf,
+                    ib_spine=spine_of.get(leaf, f"{leaf}-spine") if leaf else None,
+                    ib_rails=self.ib_rails if leaf else 0,
+                    ib_gbps_per_rail=self.ib_gbps_per_rail if leaf else 0,
                 )
             )
         return sorted(nodes, key=lambda n: n.id)
@@ -163,6 +170,25 @@ class SlurmBackend(Backend):
         self._run("scontrol", "update", f"nodename={node}", "state=resume")
 
     # -- plumbing --------------------------------------------------------------------------
+
+    def _topology(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(node → leaf switch, leaf → spine) from `scontrol show topology`; empty without the
+        tree plugin."""
+        done = self._run("scontrol", "show", "topology", check=False)
+        leaf_of: dict[str, str] = {}
+        spine_of: dict[str, str] = {}
+        for line in done.stdout.splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            name, level = fields.get("SwitchName"), fields.get("Level")
+            if name is None:
+                continue
+            if level == "0" and "Nodes" in fields:
+                for node in self._expand(fields["Nodes"]):
+                    leaf_of[node] = name
+            elif "Switches" in fields:
+                for leaf in self._expand(fields["Switches"]):
+                    spine_of[leaf] = name
+        return leaf_of, spine_of
 
     def _connection(self, job: Mapping[str, Any]) -> dict[str, Any]:
         nodes = self._expand(str(job.get("nodes", "")))
