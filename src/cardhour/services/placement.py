@@ -11,7 +11,9 @@ Contract:
   `Pending` when no request can express the count. With `size` the GPUs of the model's largest
   node: count ≤ size → a container of `count` whole GPUs with the model's CPU and memory share;
   a multiple of size → a gang of `count / size` whole nodes; anything else → Pending
-  ("… ask for a multiple of 8 (whole nodes) or at most one node's worth").
+  ("… ask for a multiple of 8 (whole nodes) or at most one node's worth"). `bare_metal`: whole
+  nodes only, one node included (an exclusive node request, placed only on an empty node).
+  Instances in `exclusive` are rebuilt holding their nodes whole, like gangs.
 - `assignment`: a `Placement` → node ids and GPU indices, what `AllocationRow`s hold.
 - `typical_workload`: recent instance requests → FGD's typical workload M (a default of 1, 2,
   4 and 8 whole GPUs per model when there are none).
@@ -193,20 +195,9 @@ def to_request(
     if shape is None:  # no node has this model: the engine's filters say so ("44 wrong GPU model")
         return Request(request_id, 0, 0, count, MILLI, models, data_centre=data_centre)
     size = shape.gpus
-    if bare_metal and count == size:  # one whole node, exclusive, only on an empty one
-        return Request(
-            request_id,
-            shape.cpu_milli,
-            shape.memory_mib,
-            size,
-            MILLI,
-            models,
-            nodes=1,
-            data_centre=data_centre,
-        )
     if bare_metal and count % size:
         return Pending(f"bare metal takes whole nodes: ask for a multiple of {size} GPUs")
-    if count <= size:
+    if count <= size and not bare_metal:
         cpu, mem = shape.cpu_share(count), shape.memory_share(count)
         return Request(request_id, cpu, mem, count, MILLI, models, data_centre=data_centre)
     if count % size:
@@ -214,7 +205,7 @@ def to_request(
             f"{count} GPUs span several nodes: ask for a multiple of {size} (whole nodes) "
             "or at most one node's worth"
         )
-    nodes = count // size
+    nodes = count // size  # 1 (bare metal): one whole node, exclusive, only on an empty one
     if nodes > MAX_GANG_NODES:
         return Pending(f"{count} GPUs need {nodes} whole nodes; at most {MAX_GANG_NODES} fit")
     return Request(
