@@ -45,6 +45,8 @@ def test_two_node_cluster_with_ssh_config(server: Server, tmp_path: Path) -> Non
     human = ok(user, "status", "pair")
     assert "pair-worker1" in human and "nccl gate" in human
 
+    written = (home / ".cardhour" / "ssh" / "pair").read_text()
+    assert "# simulated backend: no real machine exists behind this address" in written
     config = (home / ".ssh" / "config").read_text()
     assert config.startswith("# added by cardhour") and f"Include {home}/.cardhour/ssh/*" in config
     assert config.endswith("Host example\n  User someone\n")  # the user's own entries stay

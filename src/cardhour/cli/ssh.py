@@ -48,8 +48,9 @@ def host_entries(inst: InstanceRead) -> str:
     found = conn.get("ports")
     ports: dict[str, Any] = found if isinstance(found, dict) else {}
     lines = [f"# written by cardhour for instance {inst.name} ({inst.id}); removed by `down`"]
-    if conn.get("simulated"):
-        lines.append("# simulated backend: these addresses reach no real machine")
+    if conn.get("simulated"):  # the backend says what is real about it (sshd or nothing)
+        note = " ".join(str(conn.get("note") or "simulated backend").split())
+        lines.append(f"# {note}")
     for node in nodes:
         for value in (node.hostname, node.address, user):
             if not _SAFE.fullmatch(value):  # never write what could inject ssh options
