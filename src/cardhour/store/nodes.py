@@ -78,26 +78,23 @@ def release_allocations(session: Session, instance_id: str) -> list[str]:
 
 def drain(session: Session, node_id: str, reason: str) -> None:
     """Take the node out of scheduling until an operator resumes it (`resume`)."""
-    session.execute(
-        update(NodeRow)
-        .where(NodeRow.id == node_id)
-        .values(
-            schedulable=False,
-            drained_reason=reason,
-            allocation_version=NodeRow.allocation_version + 1,
-        )
-    )
-    session.flush()
+    _set_drain(session, node_id, reason)
 
 
 def resume(session: Session, node_id: str) -> bool:
     """Clear a drain; returns False when the node is unknown."""
+    return _set_drain(session, node_id, None)
+
+
+def _set_drain(session: Session, node_id: str, reason: str | None) -> bool:
+    """Drained (with `reason`) or schedulable again (None); the allocation version moves so a
+    scheduling cycle that read the node retries."""
     result = session.execute(
         update(NodeRow)
         .where(NodeRow.id == node_id)
         .values(
-            schedulable=True,
-            drained_reason=None,
+            schedulable=reason is None,
+            drained_reason=reason,
             allocation_version=NodeRow.allocation_version + 1,
         )
     )
