@@ -25,10 +25,12 @@ from cardhour.core.money import Money
 from cardhour.db.engine import make_engine, make_sessionmaker, transaction
 from cardhour.db.migrate import upgrade
 from cardhour.reconcilers.base import Reconciler
+from cardhour.reconcilers.health import HealthReconciler
 from cardhour.reconcilers.inventory import InventoryReconciler
 from cardhour.reconcilers.metering import MeteringReconciler
 from cardhour.reconcilers.provisioning import ProvisioningReconciler
 from cardhour.reconcilers.scheduling import SchedulingReconciler
+from cardhour.reconcilers.sla import SlaReconciler
 from cardhour.scheduler import Scheduler
 from cardhour.services import accounts, ledger, pricing, scheduling
 from cardhour.settings import Settings, load_catalog
@@ -93,11 +95,14 @@ class Platform:
             settings.billing.low_balance_warning_seconds,
             settings.billing.autostop_grace_seconds,
         )
+        self.health = HealthReconciler(self.sessions, self.clock, self.backend, self.catalog)
         self.reconcilers: list[Reconciler] = [
             self.inventory,
             self.scheduler,
             self.provisioner,
             self.meter,
+            self.health,
+            SlaReconciler(self.sessions, self.clock),
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -1,7 +1,10 @@
 """The backend contract. Reconcilers call these outside any transaction.
 
 Every call is idempotent by the deterministic `external_name` (`ch-<instance>-<attempt>`):
-`launch` of a name that exists does nothing; `terminate` of a name that is gone returns silently.
+`launch` of a name that exists does nothing, unless its spec lists other nodes (on a `Probing`
+backend the platform replaces failed nodes: the backend brings up the new nodes and releases
+the ones left out);
+`terminate` of a name that is gone returns silently.
 Backends raise only the typed signals below.
 """
 
@@ -57,7 +60,8 @@ class Backend(ABC):
 
     @abstractmethod
     def launch(self, spec: LaunchSpec) -> None:
-        """Start bringing up `spec`; returns at once. A name already launched is left as it is."""
+        """Start bringing up `spec`; returns at once. A name already launched is left as it is,
+        but for nodes replaced (the module docstring)."""
 
     @abstractmethod
     def poll(self, external_name: str) -> PollResult:
@@ -80,6 +84,11 @@ class Probing(ABC):
     @abstractmethod
     def topology(self, external_name: str, node: str) -> tuple[str, str | None]:
         """(`nvidia-smi topo -m`, `ibstat` or None where the node has no InfiniBand)."""
+
+    @abstractmethod
+    def lost_nodes(self, external_name: str) -> dict[str, str]:
+        """Nodes of the workload that are down or unreachable (node → why); empty when all are
+        up or the workload is unknown. Polled for running instances (`reconcilers.health`)."""
 
     @abstractmethod
     def all_reduce(self, external_name: str, nodes: list[str], gpus_per_node: int) -> str:

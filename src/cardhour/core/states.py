@@ -38,7 +38,16 @@ ALLOWED_TRANSITIONS: dict[InstanceStatus, frozenset[InstanceStatus]] = {
             InstanceStatus.PENDING,
         }
     ),
-    InstanceStatus.RUNNING: frozenset({InstanceStatus.STOPPING, InstanceStatus.FAILED}),
+    # back to PROVISIONING: a lost node is being replaced (the rest stays); back to PENDING: a
+    # lost node could not be replaced in place, the instance is placed again
+    InstanceStatus.RUNNING: frozenset(
+        {
+            InstanceStatus.STOPPING,
+            InstanceStatus.FAILED,
+            InstanceStatus.PROVISIONING,
+            InstanceStatus.PENDING,
+        }
+    ),
     InstanceStatus.STOPPING: frozenset({InstanceStatus.STOPPED, InstanceStatus.TERMINATED}),
     InstanceStatus.STOPPED: frozenset({InstanceStatus.PENDING, InstanceStatus.TERMINATED}),
     InstanceStatus.FAILED: frozenset({InstanceStatus.TERMINATED}),

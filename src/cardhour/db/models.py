@@ -200,6 +200,10 @@ class InstanceRow(Base):
     # the user's open request to run it (launch or start), until it is ready or given up:
     # the SLA's clock (`services.sla`); a node replaced by the platform does not restart it
     requested_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    # the SLA's window in force at launch (catalog `sla_ready_within_seconds`), and when the
+    # owner was told the current request missed it
+    sla_seconds: Mapped[int] = mapped_column(Integer, default=900, server_default="900")
+    sla_warned_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     # model weights asked for at launch (catalog `model_weights` id), mounted at /models/<id>
     weights: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # bare metal: whole nodes held exclusively (no other workload shares them), never containers

@@ -3,10 +3,12 @@
 each stage is recorded as it ends (`services.readiness.record`, fenced by the lease).
 
 Outcomes: every check passes → `ready`, and the instance turns `running` (billable from here);
-nodes that fail the topology or their own nccl check → drained, the instance placed again
-(`readiness.replace_nodes`), then the workload removed; keys missing, or an all-reduce across
-nodes that fails while each node passes → the instance fails (no node is to blame, so none is
-drained). Each recorded stage extends the lease, so a slow gate is not taken over mid-run.
+nodes that fail the topology or their own nccl check → drained and replaced
+(`services.readiness.replace_nodes`: swapped for nearby free nodes on a multi-node instance, the
+gate then runs again; else the instance is placed again and the workload removed); keys
+missing, or an all-reduce across nodes that fails while each node passes → the instance fails
+(no node is to blame, so none is drained). Each recorded stage extends the lease, so a slow
+gate is not taken over mid-run.
 """
 
 from __future__ import annotations
@@ -69,15 +71,17 @@ class Gate:
                 with transaction(self.sessions) as session:
                     now = self.clock.now()
                     if fatal:
-                        applied = provisioning.apply_failed(session, claim, fatal, now)
+                        ok = provisioning.apply_failed(session, claim, fatal, now)
+                        replaced = stages.FAILED if ok else None
                     else:
-                        applied = stages.replace_nodes(session, claim, failed, now)
-                if applied:  # ours to remove; a lost lease leaves it to its new owner
+                        replaced = stages.replace_nodes(session, self.catalog, claim, failed, now)
+                # ours to remove unless its nodes were swapped (the workload lives on); a lost
+                # lease leaves it to its new owner
+                if replaced in (stages.FAILED, stages.PLACED_AGAIN):
                     terminate()
-                return applied
+                return replaced is not None
         with transaction(self.sessions) as session:
-            sla = self.catalog.sla_ready_within_seconds
-            return stages.ready(session, claim, self.connection, self.clock.now(), sla)
+            return stages.ready(session, claim, self.connection, self.clock.now())
 
     def _record(
         self,

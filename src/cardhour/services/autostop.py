@@ -27,11 +27,11 @@ from cardhour.core.pricing import PriceHistory
 from cardhour.core.states import InstanceStatus, Plan
 from cardhour.db.models import InstanceRow
 from cardhour.services import ledger, metering, pricing, wallet
-from cardhour.services.instances import end_plan_if_over, note, switch_status
+from cardhour.services.instances import end_plan_if_over, switch_status
 from cardhour.services.ledger import CASH, Account, Book
 from cardhour.store import instances as store
 from cardhour.store import users as user_store
-from cardhour.store.instances import Rated, RunningRow
+from cardhour.store.instances import Rated, RunningRow, note
 
 
 @dataclass

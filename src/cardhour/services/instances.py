@@ -31,11 +31,19 @@ from cardhour.core.slurmconf import SlurmFiles
 from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transition
 from cardhour.db.models import InstanceEventRow, InstanceRow, UserRow
 from cardhour.scheduler import Pending, Scheduler
-from cardhour.services import fleet, ledger, metering, placement, pricing, ssh_keys, wallet
+from cardhour.services import (
+    fleet,
+    ledger,
+    metering,
+    placement,
+    pricing,
+    sla,
+    ssh_keys,
+    wallet,
+)
 from cardhour.services.ids import new_id
 from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
-from cardhour.store.instances import Rated
 
 S = InstanceStatus
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -96,10 +104,9 @@ def switch_status(
         wallet.release_hold(session, row, now)
     if current in HOLDS_GPUS and new not in HOLDS_GPUS:
         node_store.release_allocations(session, row.id)
-    if new == S.PENDING and current != S.PROVISIONING:  # a user's start; not a replacement
-        row.requested_at = now
-    elif new not in COMMITTED:  # given up before it was ready: no SLA credit (docs/dev)
-        row.requested_at = None
+    if current == S.STOPPED and new == S.PENDING:  # a user's start; not a replacement
+        row.requested_at, row.sla_warned_at = now, None
+    given_up = new not in COMMITTED and row.requested_at is not None
     row.status = new.value
     row.status_reason = reason
     row.updated_at = now
@@ -115,6 +122,8 @@ def switch_status(
             reason=reason,
         ),
     )
+    if given_up:  # before it was ready: time back if the SLA window had passed
+        sla.settle_given_up(session, row, now)
 
 
 def _start_plan(session: Session, row: InstanceRow, now: datetime) -> None:
@@ -326,6 +335,7 @@ def create(
         created_at=now,
         updated_at=now,
         requested_at=now,
+        sla_seconds=catalog.sla_ready_within_seconds,
         weights=weights,
         bare_metal=req.bare_metal,
     )
@@ -364,16 +374,6 @@ def list_for(
 def nodes_of(session: Session, row: InstanceRow) -> list[str]:
     """The nodes the instance holds GPUs on now (empty when it holds none)."""
     return sorted({a.node_id for a in node_store.allocations_of(session, row.id)})
-
-
-def note(session: Session, row: Rated, now: datetime, reason: str) -> None:
-    """An event that records something about the instance without changing its state."""
-    store.add_event(
-        session,
-        InstanceEventRow(
-            instance_id=row.id, at=now, from_status=row.status, to_status=row.status, reason=reason
-        ),
-    )
 
 
 def cluster_of(session: Session, row: InstanceRow) -> list[ClusterNode]:

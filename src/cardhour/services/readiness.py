@@ -1,12 +1,24 @@
 """The database side of the readiness gate (`core.readiness`): stages per placement, recorded
-as they happen; a node that fails a check is drained and the instance placed again.
+as they happen; a node that fails a check, or is lost while the instance runs, is drained and
+replaced.
 
 Stages of a placement are keyed by (instance, attempt, name). `allocated` and `booting` start
-in the scheduling cycle; the provisioning reconciler finishes `booting` and runs the rest with
-no transaction open, recording each through `record` (fenced by its lease, like every
-provisioning write). `replace_nodes` drains the failing nodes and sends the instance back to
-`pending` (its hold stays; its GPUs are released), at most `MAX_ATTEMPTS` failed placements
-per request.
+in the scheduling cycle (or in `swap`); the provisioning reconciler finishes `booting` and
+runs the rest with no transaction open, recording each through `record` (fenced by its lease,
+like every provisioning write).
+
+Replacing nodes (`replace_nodes` for a gate failure, `repair_running` for a node lost under a
+running instance) drains them, then:
+- an instance on several nodes keeps its healthy nodes; each failed one is swapped for a free
+  node as close in the fabric as possible (`scheduler.replace`), the placement is numbered anew
+  and goes through `booting` and the whole gate again, under the same workload name (the backend
+  brings up the new node and lets the old one go). `SWAPPED`;
+- otherwise (one node, or no free node in the data centre) the instance goes back to `pending`
+  and is placed again from scratch; its hold stays, its GPUs are released and the caller removes
+  the workload. `PLACED_AGAIN`;
+- after `MAX_ATTEMPTS` failed placements since the request (or since it last ran) it fails.
+  `FAILED`.
+A running instance is not billed from the loss until it is ready again.
 """
 
 from __future__ import annotations
@@ -15,19 +27,27 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from cardhour.core.catalog import Catalog
 from cardhour.core.readiness import STAGES
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceRow, InstanceStageRow
-from cardhour.services import sla
+from cardhour.scheduler.replace import replacements
+from cardhour.services import fleet, sla
 from cardhour.services.instances import switch_status
 from cardhour.services.provisioning import Claim, apply_running, fenced
 from cardhour.store import instances as instance_store
 from cardhour.store import nodes as node_store
+from cardhour.store.instances import note
 
 MAX_ATTEMPTS = 3
+SWAPPED, PLACED_AGAIN, FAILED = "swapped", "placed_again", "failed"
+
+
+class _NodeChanged(Exception):
+    """A replacement node's allocation version moved since the fleet was read."""
 
 
 def _stage(session: Session, instance_id: str, attempt: int, name: str) -> InstanceStageRow | None:
@@ -100,23 +120,114 @@ def record(
     return True
 
 
-def replace_nodes(session: Session, claim: Claim, bad: dict[str, str], now: datetime) -> bool:
-    """Drain each node of `bad` (node id → why) and place the instance again, or fail it once
-    `MAX_ATTEMPTS` placements of the current request failed the gate. False when the lease was
-    lost."""
+def replace_nodes(
+    session: Session, catalog: Catalog, claim: Claim, bad: dict[str, str], now: datetime
+) -> str | None:
+    """The claimed placement failed the gate on the nodes of `bad` (node id → why): drain them
+    and replace them (module docstring). Returns SWAPPED, PLACED_AGAIN or FAILED; None when
+    the lease was lost."""
     row = fenced(session, claim)
     if row is None:
-        return False
-    for node_id, why in sorted(bad.items()):
-        node_store.drain(session, node_id, f"readiness gate of {row.name}: {why}")
-    said = "; ".join(f"{n}: {why}" for n, why in sorted(bad.items()))
+        return None
+    said = _drain(session, bad, f"readiness gate of {row.name}")
     if failed_placements(session, row) >= MAX_ATTEMPTS:
         switch_status(session, row, InstanceStatus.FAILED, now, f"readiness gate failed ({said})")
-    else:
-        switch_status(
-            session, row, InstanceStatus.PENDING, now, f"replacing failed node(s): {said}"
-        )
-    return True
+        return FAILED
+    if len(claim.gpus_by_node) > 1:
+        chosen = swap(session, catalog, row, claim.gpus_by_node, sorted(bad), now)
+        if chosen is not None:
+            row.updated_at = now  # the provisioning timeout counts from the new placement
+            row.lease_token, row.lease_expires_at = None, None  # the next pass boots it
+            row.status_reason = f"replacing failed node(s): {said}; {_arrows(chosen)}"
+            note(session, row, now, row.status_reason)
+            return SWAPPED
+    switch_status(session, row, InstanceStatus.PENDING, now, f"replacing failed node(s): {said}")
+    return PLACED_AGAIN
+
+
+def repair_running(
+    session: Session,
+    catalog: Catalog,
+    instance_id: str,
+    external_name: str,
+    lost: dict[str, str],
+    now: datetime,
+) -> str | None:
+    """The backend lost the nodes of `lost` (node id → why) under the running workload
+    `external_name`: drain and replace them (module docstring). None when the instance no longer
+    runs as that workload (a stop or another worker got there first)."""
+    row = instance_store.get_instance(session, instance_id, lock=True)
+    if row is None or row.status != InstanceStatus.RUNNING or row.external_name != external_name:
+        return None
+    held: dict[str, list[int]] = {}
+    for alloc in node_store.allocations_of(session, row.id):
+        held.setdefault(alloc.node_id, []).append(alloc.gpu_index)
+    lost = {node: why for node, why in lost.items() if node in held}
+    if not lost:
+        return None
+    said = _drain(session, lost, f"lost under {row.name}")
+    if len(held) > 1:
+        chosen = swap(session, catalog, row, held, sorted(lost), now)
+        if chosen is not None:
+            reason = f"node(s) lost: {said}; replacing them: {_arrows(chosen)}"
+            switch_status(session, row, InstanceStatus.PROVISIONING, now, reason)
+            return SWAPPED
+    switch_status(session, row, InstanceStatus.PENDING, now, f"node(s) lost: {said}; placing again")
+    return PLACED_AGAIN
+
+
+def swap(
+    session: Session,
+    catalog: Catalog,
+    row: InstanceRow,
+    gpus_by_node: dict[str, list[int]],
+    failed: list[str],
+    now: datetime,
+) -> dict[str, str] | None:
+    """Move the instance's GPUs on each of `failed` to a replacement node (`scheduler.replace`)
+    and start a new placement there: the attempt advances, `allocated` (with what replaced what)
+    and `booting` are recorded. None, with nothing changed, when a failed node has no
+    replacement or a replacement node changed under us (the caller places the instance again)."""
+    view = fleet.load(session, catalog)
+    keep = [node for node in gpus_by_node if node not in failed]
+    chosen = replacements(view.state, failed, keep)
+    if chosen is None:
+        return None
+    try:
+        with session.begin_nested():  # all the new nodes' versions advance, or none do
+            if not all(
+                node_store.bump_version(session, n, view.versions[n]) for n in chosen.values()
+            ):
+                raise _NodeChanged
+    except _NodeChanged:
+        return None
+    for old, new in chosen.items():
+        node_store.move_allocations(session, row.id, old, new)
+    row.attempt += 1
+    nodes = sorted(keep + list(chosen.values()))
+    put(
+        session,
+        row.id,
+        row.attempt,
+        "allocated",
+        now,
+        now,
+        "ok",
+        {"nodes": nodes, "replaced": chosen},
+    )
+    put(session, row.id, row.attempt, "booting", now)
+    return chosen
+
+
+def _drain(session: Session, bad: dict[str, str], where: str) -> str:
+    """Drain each node of `bad`; returns the failures as one line."""
+    for node_id, why in sorted(bad.items()):
+        node_store.drain(session, node_id, f"{where}: {why}")
+    return "; ".join(f"{n}: {why}" for n, why in sorted(bad.items()))
+
+
+def _arrows(chosen: dict[str, str]) -> str:
+    return ", ".join(f"{old} → {new}" for old, new in sorted(chosen.items()))
 
 
 def stages_of(session: Session, row: InstanceRow) -> list[InstanceStageRow]:
@@ -128,9 +239,7 @@ def stages_of(session: Session, row: InstanceRow) -> list[InstanceStageRow]:
     return sorted(found, key=lambda s: (STAGES.index(s.name) if s.name in STAGES else 99, s.id))
 
 
-def ready(
-    session: Session, claim: Claim, connection: dict[str, Any], now: datetime, sla_seconds: int
-) -> bool:
+def ready(session: Session, claim: Claim, connection: dict[str, Any], now: datetime) -> bool:
     """Every check passed: record `ready`, turn the instance `running` (billable from now) and
     settle the SLA of its request. False when the lease was lost."""
     if not record(session, claim, "ready", now, now, "ok"):
@@ -139,15 +248,20 @@ def ready(
         return False
     row = instance_store.get_instance(session, claim.instance_id)
     if row is not None:
-        sla.settle_ready(session, row, now, sla_seconds)
+        sla.settle_ready(session, row, now)
     return True
 
 
 def failed_placements(session: Session, row: InstanceRow) -> int:
-    """Placements of the instance's current request (since `requested_at`) with a failed stage."""
+    """Placements with a failed stage since the instance's current request (`requested_at`)
+    and since it was last ready (a running instance whose node was lost counts afresh)."""
     stmt = select(InstanceStageRow.attempt).where(
         InstanceStageRow.instance_id == row.id, InstanceStageRow.outcome == "failed"
     )
     if row.requested_at is not None:
         stmt = stmt.where(InstanceStageRow.started_at >= row.requested_at)
+    last_ready = select(func.max(InstanceStageRow.attempt)).where(
+        InstanceStageRow.instance_id == row.id, InstanceStageRow.name == "ready"
+    )
+    stmt = stmt.where(InstanceStageRow.attempt > func.coalesce(last_ready.scalar_subquery(), -1))
     return len(set(session.scalars(stmt)))

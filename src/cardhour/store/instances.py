@@ -121,6 +121,14 @@ def lock_running(session: Session) -> list[RunningRow]:
     return [RunningRow(*row) for row in session.execute(stmt).all()]
 
 
+def running_workloads(session: Session) -> list[tuple[str, str]]:
+    """(instance id, external name) of every running instance."""
+    stmt = select(InstanceRow.id, InstanceRow.external_name).where(
+        InstanceRow.status == "running", InstanceRow.external_name.is_not(None)
+    )
+    return [(i, str(n)) for i, n in session.execute(stmt.order_by(InstanceRow.id))]
+
+
 def lock_many(session: Session, ids: Iterable[str]) -> dict[str, InstanceRow]:
     """The instances of `ids` as ORM objects, fresh from the database and locked."""
     stmt = for_update(
@@ -170,6 +178,16 @@ def add_instance(session: Session, row: InstanceRow) -> InstanceRow:
 def add_event(session: Session, event: InstanceEventRow) -> None:
     session.add(event)
     session.flush()
+
+
+def note(session: Session, row: Rated, now: datetime, reason: str) -> None:
+    """An event that records something about the instance without changing its state."""
+    add_event(
+        session,
+        InstanceEventRow(
+            instance_id=row.id, at=now, from_status=row.status, to_status=row.status, reason=reason
+        ),
+    )
 
 
 def list_events(session: Session, instance_id: str) -> list[InstanceEventRow]:

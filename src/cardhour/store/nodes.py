@@ -61,6 +61,24 @@ def add_allocations(session: Session, instance_id: str, gpus_by_node: dict[str, 
     session.flush()
 
 
+def move_allocations(session: Session, instance_id: str, old: str, new: str) -> None:
+    """The instance's GPUs on node `old` move to the same GPU indices on node `new`; both
+    nodes' versions advance."""
+    rows = [r for r in allocations_of(session, instance_id) if r.node_id == old]
+    gpus = [r.gpu_index for r in rows]
+    session.execute(
+        delete(AllocationRow).where(
+            AllocationRow.instance_id == instance_id, AllocationRow.node_id == old
+        )
+    )
+    session.execute(
+        update(NodeRow)
+        .where(NodeRow.id.in_([old, new]))
+        .values(allocation_version=NodeRow.allocation_version + 1)
+    )
+    add_allocations(session, instance_id, {new: gpus})
+
+
 def release_allocations(session: Session, instance_id: str) -> list[str]:
     """Free every GPU of the instance; returns the node ids touched (their versions advance)."""
     rows = allocations_of(session, instance_id)

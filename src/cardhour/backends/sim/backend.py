@@ -86,7 +86,10 @@ class SimBackend(Backend, Probing):
     def launch(self, spec: LaunchSpec) -> None:
         with self._lock:
             self.calls.append(("launch", spec.external_name))
-            if spec.external_name in self._machines:
+            known = self._machines.get(spec.external_name)
+            if known is not None:
+                if sorted(spec.gpus_by_node) != known.nodes:
+                    self._swap_nodes(known, sorted(spec.gpus_by_node))
                 return
             failed = spec.external_name in self.fail_names or self._random.random() < self.fail_rate
             if self._fail_next:
@@ -111,6 +114,23 @@ class SimBackend(Backend, Probing):
                     machine.ports[node] = sshd.start(folder, spec.ssh_key or "")
             self._save()
 
+    def _swap_nodes(self, machine: SimMachine, nodes: list[str]) -> None:
+        """The platform replaced nodes: the new ones boot (`provision_seconds` from now, the
+        workload reads as provisioning until then), the old ones are let go. Holds the lock."""
+        added = [n for n in nodes if n not in machine.nodes]
+        removed = [n for n in machine.nodes if n not in nodes]
+        machine.nodes = nodes
+        ready = self._clock.now() + timedelta(seconds=self.provision_seconds)
+        machine.ready_at = ready.isoformat()
+        if self.sshd_dir is not None:
+            for node in removed:
+                if machine.ports.pop(node, None) is not None:
+                    sshd.stop(self.sshd_dir / machine.external_name / node)
+            for node in added:
+                folder = self.sshd_dir / machine.external_name / node
+                machine.ports[node] = sshd.start(folder, machine.authorized_keys)
+        self._save()
+
     def poll(self, external_name: str) -> PollResult:
         with self._lock:
             machine = self._machines.get(external_name)
@@ -132,10 +152,11 @@ class SimBackend(Backend, Probing):
             for node in machine.ports:
                 sshd.stop(self.sshd_dir / external_name / node)
 
-    FAULTS = ("nccl", "nvlink", "ib")
+    FAULTS = ("nccl", "nvlink", "ib", "down")
 
     def fault(self, node: str, kind: str | None) -> None:
-        """From now on `node` fails the readiness check `kind` (None: heals it)."""
+        """From now on `node` fails the readiness check `kind`, or is `down` (lost: unreachable,
+        reported by `lost_nodes`); None heals it."""
         if kind is not None and kind not in self.FAULTS:
             raise ValueError(f"unknown fault {kind!r}; one of {self.FAULTS}")
         with self._lock:
@@ -151,7 +172,20 @@ class SimBackend(Backend, Probing):
             raise BackendError(f"{external_name} is not running")
         if node is not None and node not in machine.nodes:
             raise BackendError(f"{external_name} has no node {node}")
+        down = [n for n in ([node] if node is not None else machine.nodes) if self._down(n)]
+        if down:
+            raise BackendError(f"{', '.join(down)} unreachable (simulated fault)")
         return machine
+
+    def _down(self, node: str) -> bool:
+        return self.faults.get(node) == "down"
+
+    def lost_nodes(self, external_name: str) -> dict[str, str]:
+        with self._lock:
+            machine = self._machines.get(external_name)
+        if machine is None or machine.failed:
+            return {}
+        return {n: "node down (simulated fault)" for n in machine.nodes if self._down(n)}
 
     def authorized_keys(self, external_name: str, node: str) -> str:
         machine = self._running(external_name, node)
