@@ -43,6 +43,11 @@ def test_console_flow_and_protections(platform: Platform) -> None:
         assert 'data-name="mine"' not in bob.get("/instances").text
         stolen = bob.post(f"/instances/{ident.group(1)}/terminate", data={"csrf": bob_csrf})
         assert stolen.status_code == 404
+        peek = bob.get(f"/instances/{ident.group(1)}")  # the instance page is the owner's only
+        assert peek.status_code == 404 and "no instance" in peek.text
+        assert bob.get(f"/console/instances/{ident.group(1)}").status_code == 404
+        own = alice.get(f"/instances/{ident.group(1)}")
+        assert own.status_code == 200 and "1 × H100" in own.text and "Readiness" in own.text
 
         for form in ({"gpu": "B200", "count": "1"}, {"gpu": "H100", "count": "abc"}):
             page = alice.post("/instances", data={**form, "csrf": csrf})

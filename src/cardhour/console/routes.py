@@ -13,6 +13,7 @@ from fastapi.templating import Jinja2Templates
 
 from cardhour.console import billing, views
 from cardhour.console import estimate as estimate_view
+from cardhour.console.instance import instance_view
 from cardhour.console.session import COOKIE, Viewer, check_csrf, viewer
 from cardhour.core.errors import CardhourError
 from cardhour.db.engine import transaction
@@ -209,6 +210,23 @@ def instances_page(request: Request) -> Response:
     return _page(request, "instances.html", who, rows=rows)
 
 
+@router.get("/instances/{ident}", response_class=HTMLResponse)
+def instance_page(request: Request, ident: str) -> Response:
+    """One instance; for a cluster, its cluster page (nodes, gate figures, environment)."""
+    who = _who(request)
+    if who is None:
+        return _signin_redirect()
+    p = _platform(request)
+    try:
+        with transaction(p.sessions) as session:
+            ctx = instance_view(session, p.catalog, who.user, ident)
+    except CardhourError as exc:
+        with transaction(p.sessions) as session:
+            rows = views.instance_rows(session, who.user)
+        return _page(request, "instances.html", who, exc.http_status, rows=rows, error=exc.message)
+    return _page(request, "instance.html", who, **ctx)
+
+
 @router.post("/instances/{ident}/{action}")
 def instance_action(request: Request, ident: str, action: str, csrf: str = Form("")) -> Response:
     who = _who(request)
@@ -276,6 +294,20 @@ def instances_fragment(request: Request) -> Response:
     with transaction(p.sessions) as session:
         rows = views.instance_rows(session, who.user)
     return templates.TemplateResponse(request, "_instances.html", {"rows": rows, "csrf": who.csrf})
+
+
+@router.get("/console/instances/{ident}", response_class=HTMLResponse)
+def instance_fragment(request: Request, ident: str) -> Response:
+    who = _who(request)
+    if who is None:
+        return Response(status_code=401)
+    p = _platform(request)
+    try:
+        with transaction(p.sessions) as session:
+            ctx = instance_view(session, p.catalog, who.user, ident)
+    except CardhourError as exc:
+        return Response(exc.message, status_code=exc.http_status)
+    return templates.TemplateResponse(request, "_instance.html", ctx)
 
 
 @router.get("/console/balance", response_class=HTMLResponse)
