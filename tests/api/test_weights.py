@@ -36,6 +36,12 @@ def test_weights_in_offers_and_placement(api: Api) -> None:
     api.settle(30)
     tuned = _show(api, headers, "tuned")
     assert tuned["data_centre"] == "bj1" and tuned["weights"]["local"] is True
+    assert tuned["status"] == "running"
+    assert tuned["connection"]["weights"] == {
+        "id": "llama3-70b",
+        "mount": "/models/llama3-70b",
+        "copied_in": False,
+    }
     assert any("weights llama3-70b cached here" in (e["reason"] or "") for e in tuned["events"])
 
     # bj1 full: the next one lands in wh1 and says the weights are copied in first
@@ -54,6 +60,14 @@ def test_weights_in_offers_and_placement(api: Api) -> None:
         "local": False,
         "copy_seconds": 113,
     }
+    api.settle(30)  # booted, but the weights are still on their way (simulated copy)
+    assert _show(api, headers, "far")["status"] == "provisioning"
+    api.settle(113)
+    far = _show(api, headers, "far")
+    assert far["status"] == "running"
+    assert far["connection"]["weights"]["copied_in"] is True
+    booting = next(s for s in far["stages"] if s["name"] == "booting")
+    assert booting["detail"]["weights"]["copy_seconds"] == 113
     bad_launch = api.client.post(
         "/api/v1/instances", headers=headers, json={"gpu": "H100", "weights": "nope"}
     )

@@ -54,6 +54,21 @@ def test_a_lost_nvlink_shows_as_fewer_links() -> None:
     assert topo.all_to_all_nvlink and topo.min_nvlinks == 16
 
 
+def test_a_tty_underlined_header_and_indented_copies_read_the_same() -> None:
+    # two shapes seen in public captures of 8 × H100 SXM nodes: nvidia-smi underlines the header
+    # when it writes to a terminal (srun --pty, ssh -t), and tools that embed the matrix in their
+    # reports indent it with spaces, losing the header's leading tab
+    plain = load("nvidia-smi-topo-8xH100-SXM.txt")
+    lines = plain.splitlines()
+    underlined = "\n".join(["\t\x1b[4m" + lines[0].lstrip("\t") + "\x1b[0m", *lines[1:]])
+    indented = "\n".join(
+        "    " + line.lstrip("\t") if i == 0 else "    " + line for i, line in enumerate(lines)
+    )
+    expected = hwtopo.parse_topo(plain)
+    assert hwtopo.parse_topo(underlined) == expected
+    assert hwtopo.parse_topo(indented) == expected
+
+
 @pytest.mark.parametrize(
     ("mangle", "message"),
     [

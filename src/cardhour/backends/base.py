@@ -27,6 +27,17 @@ class ProvisioningFailed(BackendError):
 
 
 @dataclass(frozen=True)
+class WeightsMount:
+    """Model weights the workload mounts read-only at `mount`; with `copy_seconds` > 0 they
+    are not cached in the node's data centre and are copied in first (the estimate), so the
+    workload is up only once they are there."""
+
+    id: str
+    mount: str
+    copy_seconds: int = 0
+
+
+@dataclass(frozen=True)
 class LaunchSpec:
     external_name: str
     gpu_model: str
@@ -35,6 +46,7 @@ class LaunchSpec:
     image: str
     ssh_key: str | None
     exclusive: bool = False  # bare metal: nothing else may share its nodes
+    weights: WeightsMount | None = None
 
 
 class MachineState(StrEnum):

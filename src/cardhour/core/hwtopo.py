@@ -20,6 +20,7 @@ from cardhour.core.errors import InvalidInput
 PCIE_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")  # nearest first
 _NV = re.compile(r"NV(\d+)")
 _LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -79,16 +80,25 @@ class GpuTopology:
         return self.nics[best[1]] if best is not None else None
 
 
+def _header(line: str) -> list[str] | None:
+    """The matrix header's column names, if `line` is it: a tab, then `GPU0`, `GPU1`, … (a
+    copy indented with spaces may have lost the leading tab: `GPU0` first, no ` X ` cell)."""
+    cells = [cell.strip() for cell in line.split("\t")]
+    if cells[0] == "" and "GPU0" in cells:
+        return cells[1:]
+    if cells[0] == "GPU0" and "X" not in cells:
+        return cells
+    return None
+
+
 def parse_topo(text: str) -> GpuTopology:
-    """`nvidia-smi topo -m` output. InvalidInput when there is no GPU matrix in it."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    header_at = next(
-        (i for i, line in enumerate(lines) if line.split("\t")[0].strip() == "" and "GPU0" in line),
-        None,
-    )
+    """`nvidia-smi topo -m` output. InvalidInput when there is no GPU matrix in it. Terminal
+    escapes (nvidia-smi underlines the header on a TTY) and indentation are ignored."""
+    lines = [_ANSI.sub("", line).lstrip(" ") for line in text.splitlines() if line.strip()]
+    header_at = next((i for i, line in enumerate(lines) if _header(line) is not None), None)
     if header_at is None:
         raise InvalidInput("no GPU matrix in this nvidia-smi topo -m output")
-    header = [cell.strip() for cell in lines[header_at].split("\t")[1:]]
+    header = _header(lines[header_at]) or []
     gpu_cols = [c for c in header if re.fullmatch(r"GPU\d+", c)]
     device_cols = [
         c for c in header if c and c not in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
@@ -97,7 +107,7 @@ def parse_topo(text: str) -> GpuTopology:
     legend = {m.group(1): m.group(2) for line in lines if (m := _LEGEND.match(line))}
     rows: dict[str, list[str]] = {}
     for line in lines[header_at + 1 :]:
-        if line.startswith("Legend"):
+        if line.strip().startswith("Legend"):
             break
         first, *rest = line.split("\t")
         rows[first.strip()] = [c.strip() for c in rest]

@@ -56,7 +56,7 @@ class Gate:
         committed, and only while the lease was still ours)."""
         assert claim.external_name is not None
         nodes = sorted(claim.gpus_by_node)
-        if not self._record(claim, "booting", "ok", {"nodes": nodes}):
+        if not self._record(claim, "booting", "ok", self._booted(claim, nodes)):
             return False
         for name, check in (
             ("keys_injected", self._keys),
@@ -82,6 +82,19 @@ class Gate:
                 return replaced is not None
         with transaction(self.sessions) as session:
             return stages.ready(session, claim, self.connection, self.clock.now())
+
+    def _booted(self, claim: Claim, nodes: list[str]) -> dict[str, Any]:
+        """The `booting` stage's detail: the nodes, and the model weights mounted (with the
+        copy, when they were not cached in the data centre, that booting waited for)."""
+        detail: dict[str, Any] = {"nodes": nodes}
+        if claim.weights is not None and claim.data_centre is not None:
+            plan = self.catalog.weights_plan(claim.weights, claim.data_centre)
+            detail["weights"] = {
+                "id": plan.weights.id,
+                "mount": plan.weights.mount,
+                "copy_seconds": plan.copy_seconds,
+            }
+        return detail
 
     def _record(
         self,

@@ -17,6 +17,7 @@ from cardhour.backends.base import (
     MachineState,
     Probing,
     ProvisioningFailed,
+    WeightsMount,
 )
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
@@ -29,8 +30,14 @@ from cardhour.services.provisioning import Claim
 log = logging.getLogger("cardhour.reconcilers.provisioning")
 
 
-def launch_spec(claim: Claim) -> LaunchSpec:
+def launch_spec(claim: Claim, catalog: Catalog | None = None) -> LaunchSpec:
+    """What the backend brings up; with `catalog`, the model weights to mount (copied in first
+    where the data centre does not cache them)."""
     assert claim.external_name is not None
+    weights = None
+    if claim.weights is not None and claim.data_centre is not None and catalog is not None:
+        plan = catalog.weights_plan(claim.weights, claim.data_centre)
+        weights = WeightsMount(plan.weights.id, plan.weights.mount, plan.copy_seconds)
     return LaunchSpec(
         claim.external_name,
         claim.gpu_model,
@@ -39,6 +46,7 @@ def launch_spec(claim: Claim) -> LaunchSpec:
         claim.image,
         claim.ssh_key,
         claim.bare_metal,
+        weights,
     )
 
 
@@ -59,7 +67,8 @@ class ProvisioningReconciler(Reconciler):
         once."""
         super().__init__(sessions, clock)
         self.backend = backend
-        self.catalog = catalog if isinstance(backend, Probing) else None
+        self.catalog = catalog
+        self.gated = catalog is not None and isinstance(backend, Probing)
         self.lease_seconds = lease_seconds
         self.timeout = timedelta(seconds=timeout_seconds)
 
@@ -90,12 +99,12 @@ class ProvisioningReconciler(Reconciler):
                 return False
             with transaction(self.sessions) as session:
                 return provisioning.apply_released(session, claim, self.clock.now())
-        self.backend.launch(launch_spec(claim))
+        self.backend.launch(launch_spec(claim, self.catalog))
         polled = self.backend.poll(claim.external_name)
         if polled.state in (MachineState.FAILED, MachineState.GONE):
             return self._fail(claim, polled.message or "the backend lost the machine")
         late = self.clock.now() - claim.status_since > self.timeout
-        if polled.state == MachineState.RUNNING and self.catalog is None:
+        if polled.state == MachineState.RUNNING and not self.gated:
             with transaction(self.sessions) as session:
                 applied = provisioning.apply_running(
                     session, claim, polled.connection, self.clock.now()

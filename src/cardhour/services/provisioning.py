@@ -40,6 +40,8 @@ class Claim:
     status_since: datetime  # when the row entered `status`
     attempt: int = 0  # the placement being worked on (readiness stages are per placement)
     bare_metal: bool = False
+    weights: str | None = None  # model weights to mount (catalog `model_weights` id)
+    data_centre: str | None = None
 
 
 def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) -> list[Claim]:
@@ -66,6 +68,8 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
                 as_utc(row.updated_at),  # only a status change moves updated_at
                 row.attempt,
                 row.bare_metal,
+                row.weights,
+                row.data_centre,
             )
         )
     session.flush()

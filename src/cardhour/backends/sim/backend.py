@@ -2,7 +2,9 @@
 
 It holds machines in memory (and, when given a state file, on disk so a restart keeps them).
 A launch becomes running `provision_seconds` after it was first seen, measured on the injected
-clock. It fails a launch when told to (`fail_next`, `fail_names`) or with probability `fail_rate`
+clock, plus the weights' estimated copy time when it mounts model weights its data centre does
+not cache (no bytes move: the copy is simulated, and the connection says what was mounted).
+It fails a launch when told to (`fail_next`, `fail_names`) or with probability `fail_rate`
 (seeded, so runs repeat). It never pretends to be real: connection details carry
 `"simulated": true` and a `.invalid` host name.
 """
@@ -42,6 +44,7 @@ class SimMachine:
     has_ssh_key: bool
     authorized_keys: str = ""
     ports: dict[str, int] = field(default_factory=dict)  # node -> its real sshd's port
+    weights: dict[str, object] | None = None  # the spec's WeightsMount, as a dict
 
 
 class SimBackend(Backend, Probing):
@@ -95,7 +98,8 @@ class SimBackend(Backend, Probing):
             if self._fail_next:
                 self._fail_next -= 1
                 failed = True
-            ready = self._clock.now() + timedelta(seconds=self.provision_seconds)
+            copy = spec.weights.copy_seconds if spec.weights is not None else 0
+            ready = self._clock.now() + timedelta(seconds=self.provision_seconds + copy)
             self._machines[spec.external_name] = SimMachine(
                 spec.external_name,
                 sorted(spec.gpus_by_node),
@@ -106,6 +110,7 @@ class SimBackend(Backend, Probing):
                 failed,
                 spec.ssh_key is not None,
                 spec.ssh_key or "",
+                weights=asdict(spec.weights) if spec.weights is not None else None,
             )
             machine = self._machines[spec.external_name]
             if self.sshd_dir is not None and not failed:
@@ -237,7 +242,7 @@ class SimBackend(Backend, Probing):
                 "ports": dict(machine.ports),
                 "image": machine.image,
                 "ssh_key_injected": machine.has_ssh_key,
-            }
+            } | SimBackend._mounted(machine)
         host = f"{head}.sim.cardhour.invalid"
         return {
             "simulated": True,
@@ -250,6 +255,15 @@ class SimBackend(Backend, Probing):
             "hosts": {n: f"{n}.sim.cardhour.invalid" for n in machine.nodes},
             "image": machine.image,
             "ssh_key_injected": machine.has_ssh_key,
+        } | SimBackend._mounted(machine)
+
+    @staticmethod
+    def _mounted(machine: SimMachine) -> dict[str, object]:
+        if machine.weights is None:
+            return {}
+        w = machine.weights
+        return {
+            "weights": {"id": w["id"], "mount": w["mount"], "copied_in": bool(w["copy_seconds"])}
         }
 
     def _load(self) -> dict[str, SimMachine]:
