@@ -12,13 +12,14 @@ import secrets
 import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from cardhour.backends.base import Backend
 from cardhour.backends.sim import SimBackend
-from cardhour.backends.slurm import SlurmBackend
+from cardhour.backends.slurm import ProbedSlurmBackend, SlurmBackend, SlurmProbes
 from cardhour.core.clock import Clock, SystemClock
 from cardhour.core.errors import InvalidInput
 from cardhour.core.money import Money
@@ -112,15 +113,17 @@ class Platform:
             slurm = self.settings.slurm
             if slurm.conf is None:
                 raise InvalidInput("backend slurm needs slurm.conf: set CARDHOUR_SLURM__CONF")
-            return SlurmBackend(
-                slurm.conf,
-                self.settings.data_dir / "slurm-jobs",
-                slurm.data_centre,
-                slurm.gres_types,
-                slurm.partition,
+            args = (slurm.conf, self.settings.data_dir / "slurm-jobs", slurm.data_centre)
+            options: dict[str, Any] = dict(
+                gpu_models=slurm.gres_types,
+                partition=slurm.partition,
                 ib_rails=slurm.ib_rails,
                 ib_gbps_per_rail=slurm.ib_gbps_per_rail,
             )
+            if not slurm.gate:
+                return SlurmBackend(*args, **options)
+            probes = SlurmProbes(slurm.topo_command, slurm.ibstat_command, slurm.all_reduce_command)
+            return ProbedSlurmBackend(*args, **options, probes=probes)
         if self.settings.backend != "sim":
             raise InvalidInput(f"unknown backend {self.settings.backend!r}; available: sim, slurm")
         sim = self.settings.sim

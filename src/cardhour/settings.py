@@ -42,6 +42,18 @@ class SlurmSettings(BaseModel):
     partition: str | None = Field(default=None, description="Partition to submit to.")
     ib_rails: int = Field(default=8, ge=0, description="InfiniBand NICs per node.")
     ib_gbps_per_rail: int = Field(default=400, ge=0, description="Gb/s of each NIC.")
+    gate: bool = Field(
+        default=False,
+        description="Run the readiness gate on each job's nodes (the tools below, as steps of "
+        "the job) and replace nodes Slurm reports down under running instances.",
+    )
+    topo_command: str = Field(
+        default="nvidia-smi topo -m", description="The gate's topology probe."
+    )
+    ibstat_command: str = Field(default="ibstat", description="InfiniBand probe; empty: none.")
+    all_reduce_command: str = Field(
+        default="all_reduce_perf", description="nccl-tests all_reduce_perf (MPI build)."
+    )
 
 
 class ReconcilerSettings(BaseModel):

@@ -6,22 +6,31 @@ test reads that back."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from cardhour.api.app import create_app
-from cardhour.backends.base import LaunchSpec, MachineState, PollResult, ProvisioningFailed
+from cardhour.backends.base import (
+    BackendError,
+    LaunchSpec,
+    MachineState,
+    PollResult,
+    ProvisioningFailed,
+)
 from cardhour.backends.slurm import SlurmBackend
 from cardhour.core.clock import ManualClock
 from cardhour.core.money import Money
+from cardhour.core.readiness import STAGES
 from cardhour.platform import Platform
 from cardhour.services import accounts, ledger
 from cardhour.settings import Settings
@@ -225,4 +234,130 @@ def test_the_platform_runs_a_cluster_and_a_container_on_slurm(
             assert slurm.poll(f"ch-{box['id']}-1").state == MachineState.GONE
     finally:
         slurm.resume("node3")
+        platform.stop()
+
+
+def _fake_tools(folder: Path) -> tuple[dict[str, str], Path]:
+    """Stand-ins for nvidia-smi, ibstat and all_reduce_perf (these hosts have no GPU): each
+    prints the recorded sample of an 8 × H100 SXM node (tests/fixtures) and logs where Slurm
+    ran it. Returns the gate's settings and the log."""
+    fixtures = ROOT / "tests" / "fixtures"
+    log = folder / "probes.log"
+    nccl = fixtures / "nccl"
+    where = "on=$SLURMD_NODENAME job=$SLURM_JOB_ID gpus=$CUDA_VISIBLE_DEVICES"
+    tools = {
+        "nvidia-smi": f"cat {fixtures / 'topology' / 'nvidia-smi-topo-8xH100-SXM.txt'}",
+        "ibstat": f"cat {fixtures / 'topology' / 'ibstat-8xNDR.txt'}",
+        "all_reduce_perf": (
+            '[ "${SLURM_PROCID:-0}" = 0 ] || exit 0\n'
+            f'if [ "$SLURM_NNODES" -gt 1 ]; then cat {nccl / "all_reduce_2x8_h100_ib_ndr.txt"}; '
+            f"else cat {nccl / 'all_reduce_1x8_h100_sxm.txt'}; fi"
+        ),
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, body in tools.items():
+        path = folder / name
+        path.write_text(f'#!/bin/bash\necho "{name} $* {where}" >> {log}\n{body}\n')
+        path.chmod(0o755)
+    gate = {
+        "gate": True,
+        "topo_command": f"{folder / 'nvidia-smi'} topo -m",
+        "ibstat_command": str(folder / "ibstat"),
+        "all_reduce_command": str(folder / "all_reduce_perf"),
+    }
+    return gate, log
+
+
+def test_the_readiness_gate_runs_inside_the_slurm_job_and_a_lost_node_is_replaced(
+    slurm: SlurmBackend, tmp_path: Path
+) -> None:
+    """`slurm.gate`: every stage runs as a step of the cluster's own job (`srun --jobid
+    --overlap`) on each node; the keys the job installed are read back per node; the cluster
+    is billable from `ready`. A node Slurm then reports down is replaced: the job is resubmitted
+    on the new nodes and the gate runs again there."""
+    gate, log = _fake_tools(tmp_path / "tools")
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'db.sqlite'}",
+        backend="slurm",
+        slurm={"conf": slurm.slurm_conf, "data_centre": "bj1", **gate},
+    )
+    platform = Platform(settings, clock=ManualClock())
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True
+    )
+    key = (tmp_path / "id.pub").read_text().strip()
+    try:
+        with TestClient(create_app(platform)) as client:
+            r = client.post(
+                "/api/v1/auth/signup", json={"email": "g@example.com", "password": "pw-12345678"}
+            )
+            headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
+            assert client.post(
+                "/api/v1/ssh-keys", headers=headers, json={"public_key": key}
+            ).is_success
+            with platform.sessions() as s, s.begin():
+                user = accounts.sign_in(s, "g@example.com", "pw-12345678")
+                ledger.top_up(s, user.id, Money.parse("500"), platform.clock.now(), "slurm")
+            platform.reconcile()
+            body = {"gpu": "H100", "count": 8, "nodes": 2, "name": "gated"}
+            assert client.post("/api/v1/instances", headers=headers, json=body).is_success
+
+            def shown() -> dict[str, Any]:
+                return client.get("/api/v1/instances/gated", headers=headers).json()
+
+            def settle_until(done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    platform.reconcile()
+                    if done(now := shown()):
+                        return now
+                    time.sleep(0.3)
+                return shown()
+
+            ready = settle_until(lambda i: i["status"] in ("running", "failed"))
+            assert ready["status"] == "running", ready["status_reason"]
+            outcomes = {st["name"]: st["outcome"] for st in ready["stages"]}
+            assert outcomes == dict.fromkeys(STAGES, "ok")  # keys too: injected on each node
+            assert ready["gate"]["nccl_busbw_gbps"] == dict.fromkeys(ready["nodes"], 476.7)
+            assert ready["gate"]["across_nodes_gbps"] == 370.3
+            probes = log.read_text().splitlines()
+            for node in ready["nodes"]:  # each probe ran on its node, inside the job, with its GPUs
+                assert any(
+                    p.startswith("nvidia-smi topo -m on=" + node)
+                    and p.endswith("gpus=0,1,2,3,4,5,6,7")
+                    for p in probes
+                )
+            assert any(p.startswith("all_reduce_perf -b 8 -e 8G -f 2 -g 1 on=") for p in probes)
+
+            lost = ready["nodes"][1]
+            slurm.drain(lost, "test")  # kept out of the inventory while it is down
+            subprocess.run(
+                ["scontrol", "update", f"nodename={lost}", "state=down", "reason=lost"],
+                env={**os.environ, "SLURM_CONF": str(slurm.slurm_conf)},
+                check=True,
+            )
+            platform.health.step()  # sees it before slurmd can bring it back
+            again = settle_until(lambda i: i["status"] == "running" and lost not in i["nodes"])
+            assert again["status"] == "running", again["status_reason"]
+            assert lost not in again["nodes"] and ready["nodes"][0] in again["nodes"]
+            replaced = again["stages"][0]["detail"]["replaced"]
+            assert list(replaced) == [lost]
+            assert any(
+                e["reason"].startswith(f"node(s) lost: {lost}: Slurm reports it")
+                for e in again["events"]
+                if e["reason"]
+            )
+            job = slurm._jobs(f"ch-{again['id']}-1", live_only=True)
+            assert len(job) == 1 and slurm._expand(job[0]["nodes"]) == sorted(again["nodes"])
+            assert client.delete("/api/v1/instances/gated", headers=headers).is_success
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and slurm._jobs(f"ch-{again['id']}-1", True):
+                platform.reconcile()
+                time.sleep(0.2)
+            assert slurm.poll(f"ch-{again['id']}-1").state == MachineState.GONE
+    finally:
+        for node in ("node1", "node2", "node3", "node4"):
+            with contextlib.suppress(BackendError):  # only the lost one was drained
+                slurm.resume(node)
         platform.stop()

@@ -24,8 +24,9 @@ from cardhour.core import hwtopo, nccl_tests, readiness, sshkeys
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.core.errors import InvalidInput
+from cardhour.core.topology import NodeSpec
 from cardhour.db.engine import transaction
-from cardhour.services import provisioning
+from cardhour.services import fleet, provisioning
 from cardhour.services import readiness as stages
 from cardhour.services.provisioning import Claim
 
@@ -49,6 +50,7 @@ class Gate:
         self.backend: Probing = backend
         self.connection = connection
         self.lease = timedelta(seconds=lease_seconds)
+        self.specs: dict[str, NodeSpec] = {}  # the claimed nodes as the inventory has them
 
     def run(self, claim: Claim, terminate: Callable[[], None]) -> bool:
         """Run every check on the claimed workload. Returns whether the row changed;
@@ -56,6 +58,8 @@ class Gate:
         committed, and only while the lease was still ours)."""
         assert claim.external_name is not None
         nodes = sorted(claim.gpus_by_node)
+        with transaction(self.sessions) as session:
+            self.specs = fleet.specs_of(session, nodes)
         if not self._record(claim, "booting", "ok", self._booted(claim, nodes)):
             return False
         for name, check in (
@@ -142,7 +146,7 @@ class Gate:
                 bad[node] = f"unreadable topology report: {exc.message}"
                 continue
             check = readiness.check_topology(
-                self.catalog.node(node), model, topo, ib, multi_node=len(nodes) > 1
+                self.specs[node], model, topo, ib, multi_node=len(nodes) > 1
             )
             found[node] = check.summary
             if not check.ok:
@@ -162,7 +166,7 @@ class Gate:
             k = len(claim.gpus_by_node[node])
             if k < 2:
                 continue
-            threshold = readiness.node_threshold(model, k, self.catalog.node(node).gpu_count)
+            threshold = readiness.node_threshold(model, k, self.specs[node].gpu_count)
             outcome = self._all_reduce(claim.external_name, [node], k, float(threshold))
             thresholds[node] = float(threshold)
             if outcome.large_busbw is not None:
@@ -172,7 +176,7 @@ class Gate:
         detail: dict[str, Any] = {"nccl_busbw_gbps": per_node, "thresholds_gbps": thresholds}
         fatal = None
         if not bad and len(nodes) > 1:
-            fabric = readiness.fabric_threshold([self.catalog.node(n) for n in nodes])
+            fabric = readiness.fabric_threshold([self.specs[n] for n in nodes])
             k = min(len(claim.gpus_by_node[n]) for n in nodes)
             outcome = self._all_reduce(
                 claim.external_name, nodes, k, float(fabric) if fabric is not None else 0.0

@@ -32,6 +32,13 @@ def spec_of(row: NodeRow) -> NodeSpec:
     )
 
 
+def specs_of(session: Session, node_ids: Iterable[str]) -> dict[str, NodeSpec]:
+    """The nodes of those ids as the inventory recorded them (the backend's view, which on
+    Slurm is not the fleet file's)."""
+    wanted = set(node_ids)
+    return {row.id: spec_of(row) for row in store.list_nodes(session) if row.id in wanted}
+
+
 def sync_nodes(session: Session, inventory: Iterable[NodeSpec]) -> tuple[int, int]:
     """Upsert nodes from a backend's inventory; nodes it no longer reports become unschedulable.
 

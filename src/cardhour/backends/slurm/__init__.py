@@ -1,5 +1,5 @@
 """The Slurm backend (real Slurm daemons: see backend.py)."""
 
-from cardhour.backends.slurm.backend import SlurmBackend
+from cardhour.backends.slurm.backend import ProbedSlurmBackend, SlurmBackend, SlurmProbes
 
-__all__ = ["SlurmBackend"]
+__all__ = ["ProbedSlurmBackend", "SlurmBackend", "SlurmProbes"]

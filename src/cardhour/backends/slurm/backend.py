@@ -21,7 +21,9 @@ import os
 import re
 import shlex
 import subprocess
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from cardhour.backends.base import (
     LaunchSpec,
     MachineState,
     PollResult,
+    Probing,
     ProvisioningFailed,
 )
 from cardhour.core.topology import NodeSpec
@@ -40,10 +43,16 @@ _IDX = re.compile(r"IDX:(?P<idx>[0-9,\-]+)")
 UNUSABLE = ("drain", "down", "fail", "maint", "future", "not_responding")
 PENDING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
 JOB_SCRIPT = """#!/bin/bash
-# cardhour workload {name}: holds its GPUs until cancelled; one line per node on start
-srun --ntasks-per-node=1 bash -c 'echo "node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES"'
+# cardhour workload {name}: holds its GPUs until cancelled. On start, one step per node prints
+# what Slurm gave it and installs the workload's SSH keys on that node.
+srun --ntasks-per-node=1 bash -c 'echo "node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES"; \
+  install -D -m 600 {keys} {nodes}/$SLURMD_NODENAME.authorized_keys'
 exec sleep infinity
 """
+
+
+def _job_id(job: Mapping[str, Any]) -> int:
+    return int(job.get("job_id", 0))
 
 
 def _indices(text: str) -> list[int]:
@@ -112,8 +121,12 @@ class SlurmBackend(Backend):
         return sorted(nodes, key=lambda n: n.id)
 
     def launch(self, spec: LaunchSpec) -> None:
-        if self._jobs(spec.external_name, live_only=True):
-            return  # already submitted under this name
+        live = self._jobs(spec.external_name, live_only=True)
+        if live:
+            if self._pinned_to(max(live, key=_job_id)) == sorted(spec.gpus_by_node):
+                return  # already submitted under this name
+            # the platform replaced nodes: a job cannot change its nodes, so resubmit
+            self._cancel_and_wait(spec.external_name)
         nodes = sorted(spec.gpus_by_node)
         per_node = {len(g) for g in spec.gpus_by_node.values()}
         if len(per_node) != 1:
@@ -123,8 +136,16 @@ class SlurmBackend(Backend):
         if gres is None:
             raise ProvisioningFailed(f"no Slurm gres type for GPU model {spec.gpu_model}")
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        keys = self.work_dir / f"{spec.external_name}.keys"
+        keys.write_text(spec.ssh_key or "")
         script = self.work_dir / f"{spec.external_name}.sh"
-        script.write_text(JOB_SCRIPT.format(name=spec.external_name))
+        script.write_text(
+            JOB_SCRIPT.format(
+                name=spec.external_name,
+                keys=shlex.quote(str(keys)),
+                nodes=shlex.quote(str(self._node_dir(spec.external_name))),
+            )
+        )
         args = [
             "sbatch",
             "--parsable",
@@ -148,7 +169,7 @@ class SlurmBackend(Backend):
         jobs = self._jobs(external_name, live_only=False)
         if not jobs:
             return PollResult(MachineState.GONE)
-        job = max(jobs, key=lambda j: int(j.get("job_id", 0)))
+        job = max(jobs, key=_job_id)
         state = str(job.get("job_state", ""))
         if state in PENDING:
             return PollResult(MachineState.PROVISIONING, message=str(job.get("state_reason", "")))
@@ -160,6 +181,23 @@ class SlurmBackend(Backend):
 
     def terminate(self, external_name: str) -> None:
         self._run("scancel", f"--name={external_name}")
+
+    def _cancel_and_wait(self, external_name: str) -> None:
+        self.terminate(external_name)
+        deadline = time.monotonic() + self.timeout
+        while self._jobs(external_name, live_only=True):
+            if time.monotonic() > deadline:
+                raise BackendError(f"{external_name}: Slurm did not cancel the old job in time")
+            time.sleep(0.2)
+
+    def _pinned_to(self, job: Mapping[str, Any]) -> list[str]:
+        """The nodes a job holds, or (while it waits) the nodes it was pinned to."""
+        return self._expand(str(job.get("nodes") or job.get("required_nodes") or ""))
+
+    def _node_dir(self, external_name: str) -> Path:
+        """Where each node's step installs the workload's keys (on the cluster's shared
+        filesystem, like the job's working directory)."""
+        return self.work_dir / f"{external_name}.nodes"
 
     # -- drains mirrored into Slurm --------------------------------------------------------
 
@@ -239,3 +277,92 @@ class SlurmBackend(Backend):
         if check and done.returncode != 0:
             raise BackendError(f"{shlex.join(args)}: {done.stderr.strip() or done.returncode}")
         return done
+
+
+@dataclass(frozen=True)
+class SlurmProbes:
+    """The tools the readiness gate runs on a workload's nodes, each as a step inside the job's
+    own allocation (`srun --jobid=J --overlap`): `nvidia-smi topo -m`, `ibstat` ("" when the
+    nodes have no InfiniBand) and nccl-tests' `all_reduce_perf` (built with MPI for runs
+    across nodes: one task per GPU there, `-g 1`)."""
+
+    topo: str = "nvidia-smi topo -m"
+    ibstat: str = "ibstat"
+    all_reduce: str = "all_reduce_perf"
+
+
+class ProbedSlurmBackend(SlurmBackend, Probing):
+    """The Slurm backend with the readiness gate: an instance runs only once its job's nodes
+    pass it (settings `slurm.gate`). Nodes Slurm reports down, failing or not responding under
+    a running job are lost (`reconcilers.health` has them replaced)."""
+
+    def __init__(self, *args: Any, probes: SlurmProbes | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.probes = probes or SlurmProbes()
+
+    def authorized_keys(self, external_name: str, node: str) -> str:
+        path = self._node_dir(external_name) / f"{node}.authorized_keys"
+        return self._step(external_name, [node], f"cat {shlex.quote(str(path))}")
+
+    def topology(self, external_name: str, node: str) -> tuple[str, str | None]:
+        topo = self._step(external_name, [node], self.probes.topo)
+        if not self.probes.ibstat:
+            return topo, None
+        return topo, self._step(external_name, [node], self.probes.ibstat)
+
+    def all_reduce(self, external_name: str, nodes: list[str], gpus_per_node: int) -> str:
+        sizes = "-b 8 -e 8G -f 2"
+        if len(nodes) == 1:
+            return self._step(
+                external_name, nodes, f"{self.probes.all_reduce} {sizes} -g {gpus_per_node}"
+            )
+        command = f"{self.probes.all_reduce} {sizes} -g 1"
+        return self._step(external_name, nodes, command, tasks_per_node=gpus_per_node)
+
+    def lost_nodes(self, external_name: str) -> dict[str, str]:
+        """Under a running job: its nodes Slurm reports down, failing or not responding. A job
+        Slurm requeued after a node failed (it requeues batch jobs by default): the nodes it
+        was pinned to that are now unusable, drained ones included."""
+        jobs = self._jobs(external_name, live_only=False)
+        if not jobs:
+            return {}
+        job = max(jobs, key=_job_id)
+        requeued = job.get("job_state") != "RUNNING" and int(job.get("restart_cnt") or 0) > 0
+        if job.get("job_state") != "RUNNING" and not requeued:
+            return {}
+        bad_words = UNUSABLE if requeued else ("down", "fail", "not_responding")
+        mine = set(self._pinned_to(job))
+        lost = {}
+        for node in self._json("sinfo", "--json").get("nodes", []):
+            name = str(node.get("name"))
+            state = " ".join([str(node.get("state", "")), *map(str, node.get("state_flags", []))])
+            if name in mine and any(word in state.lower() for word in bad_words):
+                reason = f" ({node['reason']})" if node.get("reason") else ""
+                lost[name] = f"Slurm reports it {state.lower()}{reason}"
+        return lost
+
+    def _step(
+        self, external_name: str, nodes: list[str], command: str, tasks_per_node: int = 1
+    ) -> str:
+        """Run `command` as a step of the workload's running job on `nodes`; its stdout.
+        BackendError when the job is not running or the step fails (the gate retries)."""
+        jobs = [j for j in self._jobs(external_name, live_only=True) if j["job_state"] == "RUNNING"]
+        if not jobs:
+            raise BackendError(f"{external_name} has no running Slurm job")
+        job_id = max(int(j["job_id"]) for j in jobs)
+        done = self._run(
+            "srun",
+            f"--jobid={job_id}",
+            "--overlap",
+            f"--nodes={len(nodes)}",
+            f"--ntasks-per-node={tasks_per_node}",
+            f"--nodelist={','.join(nodes)}",
+            "bash",
+            "-c",
+            command,
+            check=False,
+        )
+        if done.returncode != 0:
+            why = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+            raise BackendError(f"{command!r} on {','.join(nodes)}: {why[0]}")
+        return done.stdout
