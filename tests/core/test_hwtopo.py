@@ -105,3 +105,19 @@ def test_ibstat_names_each_problem() -> None:
 def test_ibstat_without_adapters_is_an_error() -> None:
     with pytest.raises(InvalidInput, match="no adapter"):
         hwtopo.parse_ibstat("ibstat: command not found\n")
+
+
+def test_ibstat_shapes_seen_in_public_captures() -> None:
+    healthy = load("ibstat-8xNDR.txt")
+    # FDR10 links print `Rate: 40 (FDR10)`, 1x SDR and soft-RoCE `Rate: 2.5`: one odd port
+    # must not lose the node's other ports
+    odd = healthy.replace("Rate: 400", "Rate: 40 (FDR10)", 1).replace("Rate: 400", "Rate: 2.5", 1)
+    rates = [p.rate_gbps for p in hwtopo.parse_ibstat(odd).infiniband]
+    assert rates[:3] == [40, 2.5, 400] and len(rates) == 8
+    # `ibstat CA PORT` prints `CA: 'mlx5_0'`
+    one = hwtopo.parse_ibstat(healthy.replace("CA 'mlx5_0'", "CA: 'mlx5_0'"))
+    assert one.ports[0].adapter == "mlx5_0" and len(one.ports) == 10
+    # ibstat stops at a device it cannot read: what it printed before is not the whole node
+    cut = healthy + "ibpanic: [1400444] main: stat of IB device 'mlx5_8' failed\n"
+    with pytest.raises(InvalidInput, match="ibstat failed: ibpanic"):
+        hwtopo.parse_ibstat(cut)

@@ -88,3 +88,47 @@ def test_a_run_without_large_messages_cannot_pass() -> None:
 def test_a_crashed_run_is_an_error_not_a_slow_result(text: str) -> None:
     with pytest.raises(InvalidInput, match="no nccl-tests result rows"):
         nccl_tests.parse(text)
+
+
+def test_shapes_seen_in_public_captures_read_the_same() -> None:
+    plain = load("all_reduce_1x8_h100_sxm.txt")
+    expected = nccl_tests.parse(plain)
+    lines = plain.splitlines()
+    # launcher prefixes: `mpirun --tag-output` and `srun --label`
+    for prefix in ("[1,0]<stdout>:", " 0: "):
+        tagged = nccl_tests.parse("\n".join(prefix + line for line in lines))
+        assert tagged == expected
+    # pre-`Group` rank lines of older releases
+    old_ranks = nccl_tests.parse(plain.replace("Group  0 ", ""))
+    assert old_ranks.ranks == expected.ranks == 8
+    # older releases print the max error where `#wrong` is now: the footer says if values were
+    # wrong, and the bandwidths read the same
+    rows = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) == 13 and fields[0].isdigit():
+            fields[8], fields[12] = "2e-07", "0e+00"
+            line = "  ".join(fields)
+        rows.append(line)
+    old = nccl_tests.parse("\n".join(rows))
+    assert old.large_busbw == expected.large_busbw and all(r.wrong is None for r in old.rows)
+    assert nccl_tests.gate(old, 235).passed
+    bad = "\n".join(rows).replace("Out of bounds values : 0 OK", "Out of bounds values : 3 FAILED")
+    assert not nccl_tests.gate(nccl_tests.parse(bad), 235).passed
+
+
+def test_an_unvalidated_run_passes_but_says_so() -> None:
+    text = "\n".join(
+        line
+        for line in load("all_reduce_1x8_h100_sxm.txt").splitlines()
+        if "Out of bounds" not in line
+    )
+    rows = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 13 and fields[0].isdigit():
+            fields[8] = fields[12] = "N/A"
+            line = "  ".join(fields)
+        rows.append(line)
+    outcome = nccl_tests.gate(nccl_tests.parse("\n".join(rows)), 235)
+    assert outcome.passed and outcome.reason.endswith("(values not validated: run without -c 0)")

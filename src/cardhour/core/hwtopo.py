@@ -145,7 +145,7 @@ class Port:
     number: int
     state: str  # Active, Down, Initializing, Armed
     physical_state: str  # LinkUp, Polling, Disabled, ...
-    rate_gbps: int
+    rate_gbps: float  # 2.5 for 1x SDR; FDR10's `40 (FDR10)` reads 40
     link_layer: str  # InfiniBand | Ethernet
 
     @property
@@ -173,12 +173,14 @@ class IbStatus:
             if not p.up:
                 found.append(f"{where} is {p.state} ({p.physical_state})")
             elif p.rate_gbps < expected_rate_gbps:
-                found.append(f"{where} runs at {p.rate_gbps} Gb/s, expected {expected_rate_gbps}")
+                found.append(f"{where} runs at {p.rate_gbps:g} Gb/s, expected {expected_rate_gbps}")
         return found
 
 
 def parse_ibstat(text: str) -> IbStatus:
-    """`ibstat` output. InvalidInput when it names no adapter."""
+    """`ibstat` output (every adapter, or `ibstat CA PORT`'s `CA: 'x'` form). InvalidInput when
+    it names no adapter, or when ibstat reported a failure (`ibpanic:`/`ibwarn:` lines: it
+    stopped part way, so the ports it did print are not the node's)."""
     ports: list[Port] = []
     adapter: str | None = None
     current: dict[str, str] | None = None
@@ -190,7 +192,9 @@ def parse_ibstat(text: str) -> IbStatus:
 
     for raw in text.splitlines():
         line = raw.strip()
-        if found := re.fullmatch(r"CA '([^']+)'", line):
+        if line.startswith(("ibpanic:", "ibwarn:")):
+            raise InvalidInput(f"ibstat failed: {line}")
+        if found := re.fullmatch(r"CA:? '([^']+)'", line):
             close()
             adapter, current = found.group(1), None
         elif found := re.fullmatch(r"Port (\d+):", line):
@@ -206,10 +210,10 @@ def parse_ibstat(text: str) -> IbStatus:
 
 
 def _port(adapter: str, number: int, fields: dict[str, str]) -> Port:
-    try:
-        rate = int(fields.get("Rate", "0"))
-    except ValueError:
-        raise InvalidInput(f"ibstat: {adapter} port {number} has rate {fields['Rate']!r}") from None
+    found = re.match(r"[0-9]+(?:\.[0-9]+)?", fields.get("Rate", "0"))
+    if found is None:
+        raise InvalidInput(f"ibstat: {adapter} port {number} has rate {fields['Rate']!r}")
+    rate = float(found.group(0))
     return Port(
         adapter,
         number,
