@@ -80,7 +80,7 @@ def one_run(url: str, tmp: Path, gate: bool) -> dict[str, Any]:
     platform = Platform(settings, clock=ManualClock())
     try:
         if not gate:
-            platform.provisioner.catalog = None  # the backend's `running` is taken as ready
+            platform.provisioner.gated = False  # the backend's `running` is taken as ready
         now = platform.clock.now()
         with transaction(platform.sessions) as s:
             email = f"bench-{uuid.uuid4().hex[:6]}@example.com"

@@ -351,12 +351,13 @@ def test_a_request_given_up_after_15_minutes_is_warned_then_gets_its_wait_back(a
     assert sla == [
         "SLA: not ready 15 min after the request; the whole wait is credited when it is ready "
         "(or if you give it up)",
-        "SLA: given up 15 min 10 s after the request (more than 15 min): 3.842222 CNY credited",
+        "SLA: given up 15 min 10 s after the request (more than 15 min): 3.80 CNY credited "
+        "(the window's worth, 15 min)",
     ]
-    # 910 s × 8 × 1.90 / 3600 = 3.842222 (the event); the balance shows it floored to the cent
+    # given up by its owner: the window's worth, 900 s × 8 × 1.90 / 3600, not the 910 s waited
     balance = api.client.get("/api/v1/balance", headers=headers).json()
     credits = {c["kind"]: c["balance"] for c in balance["credits"]}
-    assert credits["sla_credit"] == "3.84"
+    assert credits["sla_credit"] == "3.80"
 
     # a new request, ready at once: nothing more; nor for a request given up early
     assert api.client.post(f"/api/v1/instances/{launched['id']}/start", headers=headers).is_success
@@ -369,5 +370,79 @@ def test_a_request_given_up_after_15_minutes_is_warned_then_gets_its_wait_back(a
     for ident, said in ((launched["id"], 2), (early["id"], 0)):
         events = _show(api, headers, ident)["events"]
         assert sum((e["reason"] or "").startswith("SLA:") for e in events) == said
+    with transaction(api.platform.sessions) as s:
+        assert ledger.verify(s).balanced
+
+
+def test_without_the_gate_a_run_then_stop_is_no_sla_give_up(api: Api) -> None:
+    api.platform.provisioner.gated = False  # a backend that cannot probe: running is ready
+    headers = api.signup()
+    api.top_up(headers, "100")
+    launched = _launch(api, headers, 8, "plain")
+    api.settle()
+    api.settle(30)
+    assert _show(api, headers, "plain")["status"] == "running"
+    api.settle(3600)
+    assert api.client.post(f"/api/v1/instances/{launched['id']}/stop", headers=headers).is_success
+    api.settle()
+    events = _show(api, headers, "plain")["events"]
+    assert not any((e["reason"] or "").startswith("SLA:") for e in events)
+    balance = api.client.get("/api/v1/balance", headers=headers).json()
+    assert "sla_credit" not in {c["kind"] for c in balance["credits"]}
+
+
+def test_a_lost_head_is_replaced_in_its_rank(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "200")
+    _launch(api, headers, 8, "ranks", nodes=2)
+    api.settle()
+    api.settle(30)
+    before = {n["hostname"]: n["node"] for n in _show(api, headers, "ranks")["cluster"]["nodes"]}
+    backend = api.platform.backend
+    assert isinstance(backend, SimBackend)
+    backend.fault(before["ranks"], "down")  # the head
+    api.settle()
+    api.settle(30)
+    after = _show(api, headers, "ranks")
+    assert after["status"] == "running"
+    now = {n["hostname"]: n["node"] for n in after["cluster"]["nodes"]}
+    # the worker keeps its rank and hostname, whatever the new node's id sorts as
+    assert now["ranks-worker1"] == before["ranks-worker1"]
+    assert now["ranks"] not in before.values()
+
+
+def test_a_monthly_plan_keeps_its_price_when_placed_again_and_is_refunded_if_lost(
+    api: Api,
+) -> None:
+    headers = api.signup()
+    api.top_up(headers, "20000")
+    body = {"gpu": "H100", "count": 8, "name": "prepaid", "plan": "monthly"}
+    assert api.client.post("/api/v1/instances", headers=headers, json=body).status_code == 201
+    api.settle()
+    api.settle(30)
+    running = _show(api, headers, "prepaid")
+    assert running["status"] == "running"
+    price = running["price_per_card_hour"]
+    assert Decimal(price) == Decimal("1.235")  # 35% under the 1.90 on-demand price
+    backend = api.platform.backend
+    assert isinstance(backend, SimBackend)
+    backend.fault(running["nodes"][0], "down")  # one node: placed again from scratch
+    api.settle()
+    api.settle(30)
+    again = _show(api, headers, "prepaid")
+    assert again["status"] == "running" and again["nodes"] != running["nodes"]
+    assert again["price_per_card_hour"] == price  # the prepaid price, not the on-demand one
+    cash = Decimal(api.client.get("/api/v1/balance", headers=headers).json()["cash"])
+
+    backend.fault(again["nodes"][0], "down")
+    api.settle()  # placed again ...
+    for spec in api.platform.catalog.nodes:
+        backend.fault(spec.id, "down")  # ... where nothing can be reached any more
+    api.settle(1000)  # not ready within provision_timeout_seconds (900): failed
+    lost = _show(api, headers, "prepaid")
+    assert lost["status"] == "failed", lost["status_reason"]
+    refunded = Decimal(api.client.get("/api/v1/balance", headers=headers).json()["cash"]) - cash
+    paid = Decimal("1.235") * 8 * 720  # 30 days of 8 GPUs at the plan's price: 7,113.60
+    assert paid - Decimal("5") < refunded < paid  # all but the ~20 minutes it was held
     with transaction(api.platform.sessions) as s:
         assert ledger.verify(s).balanced

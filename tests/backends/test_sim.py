@@ -63,3 +63,26 @@ def test_state_file_survives_a_restart(tmp_path) -> None:  # type: ignore[no-unt
 def test_inventory_is_the_fleet_file() -> None:
     sim = SimBackend(load_catalog(), ManualClock())
     assert len(sim.sync_inventory()) == 44
+
+
+def test_a_launch_for_other_nodes_swaps_them_and_a_stale_one_is_ignored() -> None:
+    clock = ManualClock()
+    sim = SimBackend(load_catalog(), clock, provision_seconds=10)
+    every = list(range(8))
+    first = LaunchSpec("ch-c-1", "H100", 16, {"bj1-h100-01": every, "bj1-h100-02": every}, "", None)
+    sim.launch(first)
+    clock.advance(10)
+    swapped = LaunchSpec(
+        **{
+            **first.__dict__,
+            "gpus_by_node": {"bj1-h100-01": every, "bj1-h100-03": every},
+            "attempt": 2,
+        }
+    )
+    sim.launch(swapped)
+    assert sim.poll("ch-c-1").state == MachineState.PROVISIONING  # the new node boots
+    clock.advance(10)
+    assert sim.poll("ch-c-1").connection["nodes"] == ["bj1-h100-01", "bj1-h100-03"]
+    sim.launch(first)  # a worker whose claim went stale: the swap stands
+    assert sim.poll("ch-c-1").connection["nodes"] == ["bj1-h100-01", "bj1-h100-03"]
+    assert sim.machines() == ["ch-c-1"]

@@ -1,9 +1,11 @@
 """The backend contract. Reconcilers call these outside any transaction.
 
 Every call is idempotent by the deterministic `external_name` (`ch-<instance>-<attempt>`):
-`launch` of a name that exists does nothing, unless its spec lists other nodes (on a `Probing`
-backend the platform replaces failed nodes: the backend brings up the new nodes and releases
-the ones left out);
+`launch` of a name that exists does nothing, unless its spec lists other nodes (the platform
+replaced failed ones, and the placement's `attempt` moved on: the backend brings up the new
+nodes and releases the ones left out; a launch for an older attempt than it holds, from a
+worker whose claim went stale, is ignored). A name stays the same across such replacements;
+`<attempt>` in it is the placement that first launched it.
 `terminate` of a name that is gone returns silently.
 Backends raise only the typed signals below.
 """
@@ -47,6 +49,7 @@ class LaunchSpec:
     ssh_key: str | None
     exclusive: bool = False  # bare metal: nothing else may share its nodes
     weights: WeightsMount | None = None
+    attempt: int = 0  # the placement: a launch for an older one than the backend has is ignored
 
 
 class MachineState(StrEnum):

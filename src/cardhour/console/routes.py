@@ -306,7 +306,7 @@ def instance_fragment(request: Request, ident: str) -> Response:
         with transaction(p.sessions) as session:
             ctx = instance_view(session, p.catalog, who.user, ident)
     except CardhourError as exc:
-        return Response(exc.message, status_code=exc.http_status)
+        return Response(exc.message, status_code=exc.http_status, media_type="text/plain")
     return templates.TemplateResponse(request, "_instance.html", ctx)
 
 

@@ -153,6 +153,15 @@ class WeightsPlan:
     local: bool
     copy_seconds: int  # 0 when local
 
+    def detail(self) -> dict[str, object]:
+        """As the readiness stages record it."""
+        return {
+            "id": self.weights.id,
+            "mount": self.weights.mount,
+            "local": self.local,
+            "copy_seconds": self.copy_seconds,
+        }
+
 
 @dataclass(frozen=True)
 class Image:

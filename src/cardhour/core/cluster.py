@@ -35,10 +35,15 @@ def layout(
     gpus_by_node: Mapping[str, Sequence[int]],
     addresses: Mapping[str, str],
     ib_rails: Mapping[str, int],
+    order: Sequence[str] = (),
 ) -> list[ClusterNode]:
-    """Ranks, roles and hostnames of the instance's nodes (head first)."""
+    """Ranks, roles and hostnames of the instance's nodes (head first): in `order` (the ranks
+    as placed, a replacement node taking the rank of the node it replaced), nodes it does not
+    list after those, by id."""
+    ranked = [n for n in order if n in gpus_by_node]
+    ranked += sorted(n for n in gpus_by_node if n not in ranked)
     nodes = []
-    for rank, node in enumerate(sorted(gpus_by_node)):
+    for rank, node in enumerate(ranked):
         nodes.append(
             ClusterNode(
                 rank=rank,

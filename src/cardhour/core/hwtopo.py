@@ -179,8 +179,8 @@ class IbStatus:
 
 def parse_ibstat(text: str) -> IbStatus:
     """`ibstat` output (every adapter, or `ibstat CA PORT`'s `CA: 'x'` form). InvalidInput when
-    it names no adapter, or when ibstat reported a failure (`ibpanic:`/`ibwarn:` lines: it
-    stopped part way, so the ports it did print are not the node's)."""
+    it names no adapter, or when ibstat panicked (an `ibpanic:` line: it stopped part way, so
+    the ports it did print are not the node's; `ibwarn:` lines are only warnings)."""
     ports: list[Port] = []
     adapter: str | None = None
     current: dict[str, str] | None = None
@@ -192,7 +192,7 @@ def parse_ibstat(text: str) -> IbStatus:
 
     for raw in text.splitlines():
         line = raw.strip()
-        if line.startswith(("ibpanic:", "ibwarn:")):
+        if line.startswith("ibpanic:"):
             raise InvalidInput(f"ibstat failed: {line}")
         if found := re.fullmatch(r"CA:? '([^']+)'", line):
             close()

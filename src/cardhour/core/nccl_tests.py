@@ -28,7 +28,7 @@ _DEVICE = re.compile(
 )
 # what launchers put before each line: `mpirun --tag-output` ("[1,0]<stdout>:"), `srun --label`
 # (" 0: "); a table row never has a colon after its first number
-_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)", re.MULTILINE)
+_PREFIX = re.compile(r"^[ \t]*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)", re.MULTILINE)
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,8 @@ class InstanceRow(Base):
     # owner was told the current request missed it
     sla_seconds: Mapped[int] = mapped_column(Integer, default=900, server_default="900")
     sla_warned_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    # the nodes in rank order (JSON list) as placed; a replacement node takes its rank
+    node_order: Mapped[str | None] = mapped_column(Text, nullable=True)
     # model weights asked for at launch (catalog `model_weights` id), mounted at /models/<id>
     weights: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # bare metal: whole nodes held exclusively (no other workload shares them), never containers

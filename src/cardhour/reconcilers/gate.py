@@ -13,6 +13,7 @@ gate is not taken over mid-run.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from cardhour.services import fleet, provisioning
 from cardhour.services import readiness as stages
 from cardhour.services.provisioning import Claim
 
+log = logging.getLogger("cardhour.reconcilers.gate")
 Failed = dict[str, str]  # node id -> why
 #: a check's (outcome, detail, nodes that failed it, why the instance fails as a whole)
 Result = tuple[str, dict[str, Any], Failed, str | None]
@@ -72,13 +74,19 @@ class Gate:
             if not self._record(claim, name, outcome, detail, started):
                 return False
             if failed or fatal:
-                with transaction(self.sessions) as session:
-                    now = self.clock.now()
-                    if fatal:
-                        ok = provisioning.apply_failed(session, claim, fatal, now)
-                        replaced = stages.FAILED if ok else None
-                    else:
-                        replaced = stages.replace_nodes(session, self.catalog, claim, failed, now)
+                try:
+                    with transaction(self.sessions) as session:
+                        now = self.clock.now()
+                        if fatal:
+                            ok = provisioning.apply_failed(session, claim, fatal, now)
+                            replaced = stages.FAILED if ok else None
+                        else:
+                            replaced = stages.replace_nodes(
+                                session, self.catalog, claim, failed, now
+                            )
+                except stages.Raced as exc:  # rolled back: the gate runs again once the lease ends
+                    log.info("replacing nodes of %s: %s", claim.external_name, exc)
+                    return False
                 # ours to remove unless its nodes were swapped (the workload lives on); a lost
                 # lease leaves it to its new owner
                 if replaced in (stages.FAILED, stages.PLACED_AGAIN):
@@ -93,11 +101,7 @@ class Gate:
         detail: dict[str, Any] = {"nodes": nodes}
         if claim.weights is not None and claim.data_centre is not None:
             plan = self.catalog.weights_plan(claim.weights, claim.data_centre)
-            detail["weights"] = {
-                "id": plan.weights.id,
-                "mount": plan.weights.mount,
-                "copy_seconds": plan.copy_seconds,
-            }
+            detail["weights"] = plan.detail()
         return detail
 
     def _record(

@@ -47,6 +47,7 @@ def launch_spec(claim: Claim, catalog: Catalog | None = None) -> LaunchSpec:
         claim.ssh_key,
         claim.bare_metal,
         weights,
+        claim.attempt,
     )
 
 

@@ -85,13 +85,16 @@ def switch_status(
     end_plan_if_over(session, row, now)
     if current == S.RUNNING:
         metering.close_usage(session, row, now, pricing.history(session))
-        if new == S.FAILED:
-            _refund_unused_plan(session, row, now)
+    if new == S.FAILED:  # lost by the platform, running or while a node was being replaced
+        _refund_unused_plan(session, row, now)
     if new == S.RUNNING:
+        # ready again after the platform replaced a node (no request open): the run goes on
+        # at its price
+        repaired = row.requested_at is None and store.has_run(session, row.id)
         if row.plan == Plan.MONTHLY.value and row.plan_until is None:
             _start_plan(session, row, now)
         elif not metering.on_plan(row, now):
-            if row.data_centre is not None:  # the price in force when billing starts
+            if row.data_centre is not None and not repaired:  # the price in force now
                 prices = pricing.history(session)
                 # a quote caps the price until the instance first runs, however often the
                 # platform had to place it again before that
@@ -106,7 +109,8 @@ def switch_status(
         node_store.release_allocations(session, row.id)
     if current == S.STOPPED and new == S.PENDING:  # a user's start; not a replacement
         row.requested_at, row.sla_warned_at = now, None
-    given_up = new not in COMMITTED and row.requested_at is not None
+    # given up before it was ready (a running instance's request was settled when it ran)
+    given_up = current in (S.PENDING, S.PROVISIONING) and new not in COMMITTED
     row.status = new.value
     row.status_reason = reason
     row.updated_at = now
@@ -122,8 +126,10 @@ def switch_status(
             reason=reason,
         ),
     )
-    if given_up:  # before it was ready: time back if the SLA window had passed
-        sla.settle_given_up(session, row, now)
+    if new == S.RUNNING:
+        sla.settle_ready(session, row, now)
+    elif given_up:  # time back if the SLA window had passed
+        sla.settle_given_up(session, row, now, by_platform=new == S.FAILED)
 
 
 def _start_plan(session: Session, row: InstanceRow, now: datetime) -> None:
@@ -388,7 +394,8 @@ def cluster_of(session: Session, row: InstanceRow) -> list[ClusterNode]:
     hosts = connection.get("hosts")
     addresses = {str(k): str(v) for k, v in hosts.items()} if isinstance(hosts, dict) else {}
     rails = {n.id: n.ib_rails for n in node_store.list_nodes(session) if n.id in gpus_by_node}
-    return cluster.layout(row.name, gpus_by_node, addresses, rails)
+    order = json.loads(row.node_order) if row.node_order else []
+    return cluster.layout(row.name, gpus_by_node, addresses, rails, order)
 
 
 def slurm_files(session: Session, row: InstanceRow) -> SlurmFiles:

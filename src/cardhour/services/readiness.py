@@ -35,7 +35,7 @@ from cardhour.core.readiness import STAGES
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceRow, InstanceStageRow
 from cardhour.scheduler.replace import replacements
-from cardhour.services import fleet, sla
+from cardhour.services import fleet
 from cardhour.services.instances import switch_status
 from cardhour.services.provisioning import Claim, apply_running, fenced
 from cardhour.store import instances as instance_store
@@ -46,8 +46,9 @@ MAX_ATTEMPTS = 3
 SWAPPED, PLACED_AGAIN, FAILED = "swapped", "placed_again", "failed"
 
 
-class _NodeChanged(Exception):
-    """A replacement node's allocation version moved since the fleet was read."""
+class Raced(Exception):
+    """A replacement node's allocation version moved since the fleet was read: the caller rolls
+    the transaction back and tries again on its next pass (another node may well do)."""
 
 
 def _stage(session: Session, instance_id: str, attempt: int, name: str) -> InstanceStageRow | None:
@@ -187,22 +188,20 @@ def swap(
     """Move the instance's GPUs on each of `failed` to a replacement node (`scheduler.replace`)
     and start a new placement there: the attempt advances, `allocated` (with what replaced what)
     and `booting` are recorded. None, with nothing changed, when a failed node has no
-    replacement or a replacement node changed under us (the caller places the instance again)."""
+    replacement (the caller places the instance again); `Raced` when a replacement node changed
+    under us (the caller's transaction must roll back)."""
     view = fleet.load(session, catalog)
     keep = [node for node in gpus_by_node if node not in failed]
     chosen = replacements(view.state, failed, keep)
     if chosen is None:
         return None
-    try:
-        with session.begin_nested():  # all the new nodes' versions advance, or none do
-            if not all(
-                node_store.bump_version(session, n, view.versions[n]) for n in chosen.values()
-            ):
-                raise _NodeChanged
-    except _NodeChanged:
-        return None
+    for new in chosen.values():
+        if not node_store.bump_version(session, new, view.versions[new]):
+            raise Raced(f"node {new} changed while {row.name} was being repaired")
     for old, new in chosen.items():
         node_store.move_allocations(session, row.id, old, new)
+    ranked = json.loads(row.node_order) if row.node_order else sorted(gpus_by_node)
+    row.node_order = json.dumps([chosen.get(n, n) for n in ranked])  # ranks stay with the slot
     row.attempt += 1
     nodes = sorted(keep + list(chosen.values()))
     put(
@@ -240,16 +239,11 @@ def stages_of(session: Session, row: InstanceRow) -> list[InstanceStageRow]:
 
 
 def ready(session: Session, claim: Claim, connection: dict[str, Any], now: datetime) -> bool:
-    """Every check passed: record `ready`, turn the instance `running` (billable from now) and
-    settle the SLA of its request. False when the lease was lost."""
+    """Every check passed: record `ready`, turn the instance `running` (billable from now; the
+    state function settles the SLA of its request). False when the lease was lost."""
     if not record(session, claim, "ready", now, now, "ok"):
         return False
-    if not apply_running(session, claim, connection, now):
-        return False
-    row = instance_store.get_instance(session, claim.instance_id)
-    if row is not None:
-        sla.settle_ready(session, row, now)
-    return True
+    return apply_running(session, claim, connection, now)  # settles the SLA of the request
 
 
 def failed_placements(session: Session, row: InstanceRow) -> int:

@@ -8,6 +8,7 @@ placement is forgotten in the state and the instance waits for the next cycle.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -19,7 +20,7 @@ from cardhour.core.states import InstanceStatus
 from cardhour.db.locking import try_leader_lock
 from cardhour.db.models import InstanceRow
 from cardhour.scheduler import FleetState, Pending, Placement, Scheduler, TypicalWorkload
-from cardhour.services import fleet, placement, pricing, readiness
+from cardhour.services import fleet, metering, placement, pricing, readiness
 from cardhour.services.instances import switch_status
 from cardhour.store import instances as store
 from cardhour.store import nodes as node_store
@@ -115,9 +116,11 @@ def run_cycle(
         for node_id in nodes:
             view.versions[node_id] += 1
         node_store.add_allocations(session, row.id, where.gpus_by_node)
+        row.node_order = json.dumps(nodes)
         row.data_centre = where.data_centre
-        first = row.quoted_price_micros is not None and not store.has_run(session, row.id)
-        row.price_micros = pricing.run_price(prices, row, where.data_centre, now, first).micros
+        if not metering.on_plan(row, now):  # a prepaid plan keeps the price it was paid at
+            first = row.quoted_price_micros is not None and not store.has_run(session, row.id)
+            row.price_micros = pricing.run_price(prices, row, where.data_centre, now, first).micros
         row.attempt += 1
         row.external_name = f"ch-{row.id}-{row.attempt}"
         placed_on = ", ".join(nodes)
@@ -125,12 +128,7 @@ def run_cycle(
         said, weights = f"placed on {placed_on}", None
         if row.weights is not None:
             plan = catalog.weights_plan(row.weights, where.data_centre)
-            weights = {
-                "id": plan.weights.id,
-                "mount": plan.weights.mount,
-                "local": plan.local,
-                "copy_seconds": plan.copy_seconds,
-            }
+            weights = plan.detail()
             said += f"; weights {plan.weights.id} " + (
                 "cached here"
                 if plan.local

@@ -45,6 +45,7 @@ class SimMachine:
     authorized_keys: str = ""
     ports: dict[str, int] = field(default_factory=dict)  # node -> its real sshd's port
     weights: dict[str, object] | None = None  # the spec's WeightsMount, as a dict
+    attempt: int = 0  # the placement the nodes are for
 
 
 class SimBackend(Backend, Probing):
@@ -91,8 +92,9 @@ class SimBackend(Backend, Probing):
             self.calls.append(("launch", spec.external_name))
             known = self._machines.get(spec.external_name)
             if known is not None:
-                if sorted(spec.gpus_by_node) != known.nodes:
-                    self._swap_nodes(known, sorted(spec.gpus_by_node))
+                # a launch from a stale claim (an older placement) must not undo a swap
+                if spec.attempt >= known.attempt and sorted(spec.gpus_by_node) != known.nodes:
+                    self._swap_nodes(known, sorted(spec.gpus_by_node), spec.attempt)
                 return
             failed = spec.external_name in self.fail_names or self._random.random() < self.fail_rate
             if self._fail_next:
@@ -111,6 +113,7 @@ class SimBackend(Backend, Probing):
                 spec.ssh_key is not None,
                 spec.ssh_key or "",
                 weights=asdict(spec.weights) if spec.weights is not None else None,
+                attempt=spec.attempt,
             )
             machine = self._machines[spec.external_name]
             if self.sshd_dir is not None and not failed:
@@ -119,13 +122,15 @@ class SimBackend(Backend, Probing):
                     machine.ports[node] = sshd.start(folder, spec.ssh_key or "")
             self._save()
 
-    def _swap_nodes(self, machine: SimMachine, nodes: list[str]) -> None:
-        """The platform replaced nodes: the new ones boot (`provision_seconds` from now, the
-        workload reads as provisioning until then), the old ones are let go. Holds the lock."""
+    def _swap_nodes(self, machine: SimMachine, nodes: list[str], attempt: int) -> None:
+        """The platform replaced nodes: the new ones boot (`provision_seconds` from now, plus
+        the weights' copy; the workload reads as provisioning until then), the old ones are
+        let go. Holds the lock."""
         added = [n for n in nodes if n not in machine.nodes]
         removed = [n for n in machine.nodes if n not in nodes]
-        machine.nodes = nodes
-        ready = self._clock.now() + timedelta(seconds=self.provision_seconds)
+        machine.nodes, machine.attempt = nodes, attempt
+        copy = int(str(machine.weights["copy_seconds"])) if machine.weights else 0
+        ready = self._clock.now() + timedelta(seconds=self.provision_seconds + copy)
         machine.ready_at = ready.isoformat()
         if self.sshd_dir is not None:
             for node in removed:

@@ -44,15 +44,23 @@ UNUSABLE = ("drain", "down", "fail", "maint", "future", "not_responding")
 PENDING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
 JOB_SCRIPT = """#!/bin/bash
 # cardhour workload {name}: holds its GPUs until cancelled. On start, one step per node prints
-# what Slurm gave it and installs the workload's SSH keys on that node.
+# what Slurm gave it and writes the workload's SSH keys to that node's file (the gate reads
+# them back from the node).
+export CARDHOUR_KEYS={keys} CARDHOUR_NODES={nodes}
 srun --ntasks-per-node=1 bash -c 'echo "node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES"; \
-  install -D -m 600 {keys} {nodes}/$SLURMD_NODENAME.authorized_keys'
+  install -D -m 600 "$CARDHOUR_KEYS" "$CARDHOUR_NODES/$SLURMD_NODENAME.authorized_keys"'
 exec sleep infinity
 """
 
 
 def _job_id(job: Mapping[str, Any]) -> int:
     return int(job.get("job_id", 0))
+
+
+def _attempt(job: Mapping[str, Any]) -> int:
+    """The placement a job was submitted for (its `--comment`); 0 when it carries none."""
+    found = re.search(r"cardhour-attempt=(\d+)", str(job.get("comment") or ""))
+    return int(found.group(1)) if found else 0
 
 
 def _indices(text: str) -> list[int]:
@@ -123,7 +131,10 @@ class SlurmBackend(Backend):
     def launch(self, spec: LaunchSpec) -> None:
         live = self._jobs(spec.external_name, live_only=True)
         if live:
-            if self._pinned_to(max(live, key=_job_id)) == sorted(spec.gpus_by_node):
+            newest = max(live, key=_job_id)
+            if _attempt(newest) > spec.attempt:
+                return  # a newer placement's job: this launch comes from a stale claim
+            if sorted(self._pinned_to(newest)) == sorted(spec.gpus_by_node):
                 return  # already submitted under this name
             # the platform replaced nodes: a job cannot change its nodes, so resubmit
             self._cancel_and_wait(spec.external_name)
@@ -150,6 +161,7 @@ class SlurmBackend(Backend):
             "sbatch",
             "--parsable",
             f"--job-name={spec.external_name}",
+            f"--comment=cardhour-attempt={spec.attempt}",
             f"--nodes={len(nodes)}",
             f"--nodelist={','.join(nodes)}",
             f"--gres=gpu:{gres}:{count}",
@@ -266,11 +278,17 @@ class SlurmBackend(Backend):
             raise BackendError(f"{args[0]} --json printed {type(parsed).__name__}")
         return parsed
 
-    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, *args: str, check: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "SLURM_CONF": str(self.slurm_conf)}
         try:
             done = subprocess.run(
-                list(args), capture_output=True, text=True, env=env, timeout=self.timeout
+                list(args),
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=timeout or self.timeout,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise BackendError(f"{shlex.join(args)}: {exc}") from exc
@@ -289,6 +307,7 @@ class SlurmProbes:
     topo: str = "nvidia-smi topo -m"
     ibstat: str = "ibstat"
     all_reduce: str = "all_reduce_perf"
+    timeout_seconds: float = 600  # an 8 GiB all-reduce across nodes, NCCL start-up included
 
 
 class ProbedSlurmBackend(SlurmBackend, Probing):
@@ -322,7 +341,7 @@ class ProbedSlurmBackend(SlurmBackend, Probing):
     def lost_nodes(self, external_name: str) -> dict[str, str]:
         """Under a running job: its nodes Slurm reports down, failing or not responding. A job
         Slurm requeued after a node failed (it requeues batch jobs by default): the nodes it
-        was pinned to that are now unusable, drained ones included."""
+        was pinned to that are now unusable, drained or not responding ones included."""
         jobs = self._jobs(external_name, live_only=False)
         if not jobs:
             return {}
@@ -330,13 +349,16 @@ class ProbedSlurmBackend(SlurmBackend, Probing):
         requeued = job.get("job_state") != "RUNNING" and int(job.get("restart_cnt") or 0) > 0
         if job.get("job_state") != "RUNNING" and not requeued:
             return {}
-        bad_words = UNUSABLE if requeued else ("down", "fail", "not_responding")
+        # whole state words, so POWER_DOWN and friends do not count; NOT_RESPONDING alone is
+        # often a slurmd hiccup, so only a requeued job's nodes count it
+        bad = {"down", "fail", "failing"} | ({"drain", "not_responding"} if requeued else set())
         mine = set(self._pinned_to(job))
         lost = {}
         for node in self._json("sinfo", "--json").get("nodes", []):
             name = str(node.get("name"))
-            state = " ".join([str(node.get("state", "")), *map(str, node.get("state_flags", []))])
-            if name in mine and any(word in state.lower() for word in bad_words):
+            words = [str(node.get("state", "")), *map(str, node.get("state_flags", []))]
+            state = " ".join(words)
+            if name in mine and {w.lower() for w in words} & bad:
                 reason = f" ({node['reason']})" if node.get("reason") else ""
                 lost[name] = f"Slurm reports it {state.lower()}{reason}"
         return lost
@@ -361,6 +383,7 @@ class ProbedSlurmBackend(SlurmBackend, Probing):
             "-c",
             command,
             check=False,
+            timeout=self.probes.timeout_seconds,
         )
         if done.returncode != 0:
             why = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
