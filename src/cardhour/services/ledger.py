@@ -45,7 +45,9 @@ CREDIT_KINDS = (GRANT, SLA, TRIAL)
 DEFAULT_PRIORITY = {GRANT: 10, SLA: 20, TRIAL: 30}
 #: The platform account each credit kind is issued from and expires back to.
 ISSUER = {TRIAL: "promotions", SLA: "sla", GRANT: "grants", GRANT_HOURS: "grant_hours_pool"}
-PLATFORM_KINDS = ("promotions", "sla", "grants", "revenue", "cash_in")
+PLATFORM_KINDS = ("promotions", "sla", "grants", "revenue", "cash_in", "app_sales", "app_payouts")
+#: What the platform owes app developers (`services.app_earnings`): never below zero.
+EARNING_KINDS = ("app_earnings_pending", "app_earnings_available", "app_payout")
 #: Platform accounts in card time: grant hours are issued from (and expire back to) the first;
 #: the second counts the hours spent. Opened with the first grant.
 PLATFORM_CARD_TIME_KINDS = ("grant_hours_pool", "grant_hours_used")
@@ -388,6 +390,9 @@ def verify(session: Session) -> Verification:
         if balance_of(a) < 0 and a.kind in (*CREDIT_KINDS, GRANT_HOURS):
             negative_credit += 1
             problems.append(f"account {a.key}: credit balance below zero")
+        if balance_of(a) < 0 and a.kind in EARNING_KINDS:
+            negative_credit += 1
+            problems.append(f"account {a.key}: earnings balance below zero")
         if balance_of(a) < 0 and a.kind == HOLD:
             negative_hold += 1
             problems.append(f"account {a.key}: hold balance below zero")

@@ -1,0 +1,87 @@
+"""The AI app marketplace: apps, their versions, paid calls and developers' payouts.
+
+The same `Base` as `cardhour.db.models` (imported by `cardhour.db.migrate` and the Alembic env,
+so the schema check sees these tables). Money is BigInteger micro-units.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from cardhour.db.models import TS, Base
+
+
+class AppRow(Base):
+    """An app in the marketplace; its listing fields come from the current version's manifest."""
+
+    __tablename__ = "apps"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    slug: Mapped[str] = mapped_column(String(48), unique=True)
+    developer_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    status: Mapped[str] = mapped_column(String(16))  # core.apps.AppStatus
+    status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    current_version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(TS)
+    updated_at: Mapped[datetime] = mapped_column(TS)
+
+
+class AppVersionRow(Base):
+    """One uploaded version: the manifest as validated, and where its code was stored."""
+
+    __tablename__ = "app_versions"
+    __table_args__ = (UniqueConstraint("app_id", "version", name="uq_app_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    app_id: Mapped[str] = mapped_column(ForeignKey("apps.id"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    manifest: Mapped[str] = mapped_column(Text)  # JSON, as `core.apps.AppManifest` dumps it
+    price_micros: Mapped[int] = mapped_column(BigInteger)
+    code_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(TS)
+
+
+class AppCallRow(Base):
+    """One paid call, keyed by the caller's call id: charged once however often it is sent.
+    `status`: ok (charged, split), refunded (split reversed); failed calls are not recorded."""
+
+    __tablename__ = "app_calls"
+    __table_args__ = (
+        UniqueConstraint("caller_id", "call_key", name="uq_app_call_key"),
+        Index("ix_app_calls_maturing", "matured_at", "matures_at"),
+        Index("ix_app_calls_app_at", "app_id", "at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    call_key: Mapped[str] = mapped_column(String(128))  # the caller's idempotency key
+    app_id: Mapped[str] = mapped_column(ForeignKey("apps.id"))
+    version: Mapped[int] = mapped_column(Integer)
+    caller_id: Mapped[str] = mapped_column(ForeignKey("users.id"))
+    developer_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    price_micros: Mapped[int] = mapped_column(BigInteger)
+    developer_micros: Mapped[int] = mapped_column(BigInteger)
+    platform_micros: Mapped[int] = mapped_column(BigInteger)
+    duration_ms: Mapped[int] = mapped_column(Integer, default=0)
+    at: Mapped[datetime] = mapped_column(TS)
+    matures_at: Mapped[datetime] = mapped_column(TS)  # the developer's share is available then
+    matured_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    refunded_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+
+
+class PayoutRow(Base):
+    """A developer's request to be paid their available earnings; an admin marks it paid."""
+
+    __tablename__ = "app_payouts"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    developer_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    amount_micros: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(8))
+    status: Mapped[str] = mapped_column(String(16))  # requested | paid
+    requested_at: Mapped[datetime] = mapped_column(TS)
+    paid_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    reference: Mapped[str | None] = mapped_column(String(128), nullable=True)  # the bank's
