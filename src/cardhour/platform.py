@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cardhour.backends.apps.runtime import LocalAppRuntime
 from cardhour.backends.base import Backend
 from cardhour.backends.sim import SimBackend
 from cardhour.backends.slurm import ProbedSlurmBackend, SlurmBackend, SlurmProbes
@@ -25,6 +26,7 @@ from cardhour.core.errors import InvalidInput
 from cardhour.core.money import Money
 from cardhour.db.engine import make_engine, make_sessionmaker, transaction
 from cardhour.db.migrate import upgrade
+from cardhour.reconcilers.apps import AppsReconciler
 from cardhour.reconcilers.base import Reconciler
 from cardhour.reconcilers.health import HealthReconciler
 from cardhour.reconcilers.inventory import InventoryReconciler
@@ -97,6 +99,12 @@ class Platform:
             settings.billing.autostop_grace_seconds,
         )
         self.health = HealthReconciler(self.sessions, self.clock, self.backend, self.catalog)
+        self.app_code_dir = settings.data_dir / "apps"
+        self.app_runtime = LocalAppRuntime(
+            settings.data_dir / "app-replicas",
+            self.clock,
+            settings.marketplace.start_timeout_seconds,
+        )
         self.reconcilers: list[Reconciler] = [
             self.inventory,
             self.scheduler,
@@ -104,6 +112,7 @@ class Platform:
             self.meter,
             self.health,
             SlaReconciler(self.sessions, self.clock),
+            AppsReconciler(self.sessions, self.clock, self.app_runtime),
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -192,4 +201,5 @@ class Platform:
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads.clear()
+        self.app_runtime.stop_all()
         self.engine.dispose()

@@ -56,6 +56,19 @@ class SlurmSettings(BaseModel):
     )
 
 
+class MarketplaceSettings(BaseModel):
+    developer_share_bp: int = Field(
+        default=7000,
+        ge=0,
+        le=10_000,
+        description="The developer's share of each call, in basis points (7000: 70/30); their "
+        "share is rounded down to the micro-unit, the platform takes the rest.",
+    )
+    start_timeout_seconds: float = Field(
+        default=30, gt=0, description="How long a call waits for a replica's cold start."
+    )
+
+
 class ReconcilerSettings(BaseModel):
     interval_seconds: float = Field(default=1.0, gt=0, description="Loop period when idle.")
     lease_seconds: int = Field(default=60, gt=0, description="How long a claim on a row lasts.")
@@ -149,6 +162,7 @@ class Settings(BaseSettings):
     slurm: SlurmSettings = SlurmSettings()
     reconcilers: ReconcilerSettings = ReconcilerSettings()
     billing: BillingSettings = BillingSettings()
+    marketplace: MarketplaceSettings = MarketplaceSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     payments: PaymentSettings = PaymentSettings()
 

@@ -68,7 +68,7 @@ def charge_call(
         raise InvalidInput("a call id has 1 to 128 characters", field="call_id")
     owners = sorted({caller_id, app.developer_id})
     book = wallet.open_wallet(session, now, owners, [SALES, REVENUE])
-    existing = _call_by_key(session, caller_id, call_key)  # after the lock: one at a time
+    existing = call_by_key(session, caller_id, call_key)  # after the lock: one at a time
     if existing is not None:
         if existing.app_id != app.id:
             raise Conflict(f"call id {call_key!r} was used for another app", field="call_id")
@@ -284,7 +284,7 @@ def earnings(session: Session, developer_id: str) -> Earnings:
     )
 
 
-def _call_by_key(session: Session, caller_id: str, call_key: str) -> AppCallRow | None:
+def call_by_key(session: Session, caller_id: str, call_key: str) -> AppCallRow | None:
     stmt = select(AppCallRow).where(
         AppCallRow.caller_id == caller_id, AppCallRow.call_key == call_key
     )

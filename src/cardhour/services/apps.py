@@ -112,6 +112,13 @@ def owned(session: Session, developer: UserRow, slug: str) -> AppRow:
     return app
 
 
+def by_id(session: Session, app_id: str) -> AppRow:
+    app = session.get(AppRow, app_id)
+    if app is None:
+        raise NotFound(f"no app {app_id!r}")
+    return app
+
+
 def listed(session: Session, slug: str) -> AppRow:
     """A listed app (what other accounts see and call); NotFound otherwise."""
     app = session.scalars(select(AppRow).where(AppRow.slug == slug)).first()

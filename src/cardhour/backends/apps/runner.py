@@ -1,0 +1,85 @@
+"""One replica of a marketplace app: imports the package's entrypoint (`module:function`) and
+serves it on 127.0.0.1.
+
+    python -m cardhour.backends.apps.runner --dir PACKAGE --entrypoint app:handle --port 0
+
+`POST /invoke` with a JSON object calls `function(object)` and answers its JSON; `GET /healthz`
+answers once the entrypoint is imported. The chosen port is printed as `port=N` on stdout. An
+exception in the app is a 500 with `{"error": ...}` (the gateway does not charge for it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MAX_BODY = 10 * 1024 * 1024
+
+
+def load(package: str, entrypoint: str) -> Callable[[dict[str, Any]], Any]:
+    sys.path.insert(0, package)
+    module, _, name = entrypoint.partition(":")
+    handler = getattr(importlib.import_module(module), name)
+    if not callable(handler):
+        raise TypeError(f"{entrypoint} is not callable")
+    return handler
+
+
+def serve(handler: Callable[[dict[str, Any]], Any], port: int) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: the gateway reuses its connection
+
+        def log_message(self, *args: Any) -> None:  # quiet
+            return
+
+        def _answer(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._answer(200 if self.path == "/healthz" else 404, {"ok": self.path == "/healthz"})
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            if self.path != "/invoke" or length > MAX_BODY:
+                self._answer(404 if self.path != "/invoke" else 413, {"error": "bad request"})
+                return
+            try:
+                request = json.loads(self.rfile.read(length) or b"{}")
+                if not isinstance(request, dict):
+                    raise ValueError("the input must be a JSON object")
+            except ValueError as exc:
+                self._answer(400, {"error": str(exc)})
+                return
+            try:
+                self._answer(200, handler(request))
+            except Exception as exc:  # noqa: BLE001 - the app's failure, reported, not charged
+                self._answer(500, {"error": f"{type(exc).__name__}: {exc}"})
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--entrypoint", required=True)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    server = serve(load(args.dir, args.entrypoint), args.port)
+    print(f"port={server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Replicas of marketplace apps as local processes (`runner.py`), one HTTP port each.
+
+This is the `sim` deployment's runtime: the app really runs (its Python code, on this host's
+CPU); GPUs are not attached. Per app version it keeps between `min_replicas` and `max_replicas`
+processes:
+- `call` routes to the replica with the fewest calls in flight; when every replica has
+  `target_concurrency` in flight (or there is none: scale from zero) it starts one more, up to
+  `max_replicas`, and the call waits for it (a cold start, bounded by `start_timeout`); beyond
+  that it is refused (`Overloaded`, HTTP 429). A replica that cannot start is `Unavailable` (503).
+- `scale_down` stops replicas idle for `idle_seconds`, down to `min_replicas` (the autoscaler
+  reconciler calls it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from cardhour.backends.base import BackendError
+from cardhour.core.apps import Scaling
+from cardhour.core.clock import Clock
+
+
+class Overloaded(BackendError):
+    """Every replica is busy and no more may start."""
+
+
+class Unavailable(BackendError):
+    """No replica could be started (or reached) in time."""
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    key: str  # "<app id>:<version>"
+    package: Path  # the uploaded zip
+    entrypoint: str
+    scaling: Scaling
+
+
+@dataclass
+class Replica:
+    process: subprocess.Popen[bytes]
+    port: int
+    in_flight: int = 0
+    last_used: float = 0.0  # clock timestamp
+
+
+@dataclass
+class _Pool:
+    spec: AppSpec
+    replicas: list[Replica] = field(default_factory=list)
+    starting: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class CallResult:
+    status: int  # the replica's HTTP status
+    body: Any
+    duration_ms: int
+
+
+class LocalAppRuntime:
+    def __init__(self, work_dir: Path, clock: Clock, start_timeout: float = 30.0) -> None:
+        self.work_dir = work_dir
+        self.clock = clock
+        self.start_timeout = start_timeout
+        self._pools: dict[str, _Pool] = {}
+        self._lock = threading.Lock()
+        self._http = httpx.Client(timeout=httpx.Timeout(120.0, connect=5.0))
+
+    def call(self, spec: AppSpec, payload: dict[str, Any]) -> CallResult:
+        replica = self._acquire(spec)
+        started = time.perf_counter()
+        try:
+            reply = self._http.post(f"http://127.0.0.1:{replica.port}/invoke", json=payload)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"the replica did not answer: {exc}") from exc
+        finally:
+            pool = self._pools[spec.key]
+            with pool.lock:
+                replica.in_flight -= 1
+                replica.last_used = self.clock.now().timestamp()
+        ms = int((time.perf_counter() - started) * 1000)
+        try:
+            body = reply.json()
+        except ValueError:
+            body = {"error": reply.text[:500]}
+        return CallResult(reply.status_code, body, ms)
+
+    def replicas(self, key: str) -> int:
+        pool = self._pools.get(key)
+        return len(pool.replicas) if pool else 0
+
+    def endpoint(self, key: str) -> int | None:
+        """A replica's port (benchmarks call it directly to measure the gateway)."""
+        pool = self._pools.get(key)
+        return pool.replicas[0].port if pool and pool.replicas else None
+
+    def scale_down(self) -> int:
+        """Stop replicas idle for their `idle_seconds`, down to `min_replicas`; and replicas
+        whose process died. Returns how many were stopped."""
+        now = self.clock.now().timestamp()
+        stopped = 0
+        for pool in list(self._pools.values()):
+            with pool.lock:
+                keep: list[Replica] = []
+                for replica in sorted(pool.replicas, key=lambda r: -r.last_used):
+                    dead = replica.process.poll() is not None
+                    idle = now - replica.last_used >= pool.spec.scaling.idle_seconds
+                    extra = len(keep) >= pool.spec.scaling.min_replicas
+                    if dead or (replica.in_flight == 0 and idle and extra):
+                        _stop(replica)
+                        stopped += 1
+                    else:
+                        keep.append(replica)
+                pool.replicas = keep
+        return stopped
+
+    def stop_all(self) -> None:
+        for pool in list(self._pools.values()):
+            with pool.lock:
+                for replica in pool.replicas:
+                    _stop(replica)
+                pool.replicas = []
+        self._http.close()
+
+    # -- inside ---------------------------------------------------------------------------
+
+    def _pool(self, spec: AppSpec) -> _Pool:
+        with self._lock:
+            pool = self._pools.get(spec.key)
+            if pool is None:
+                pool = self._pools[spec.key] = _Pool(spec)
+            return pool
+
+    def _acquire(self, spec: AppSpec) -> Replica:
+        """A replica with room, starting one if needed (module docstring)."""
+        pool = self._pool(spec)
+        target, most = spec.scaling.target_concurrency, spec.scaling.max_replicas
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            with pool.lock:
+                live = [r for r in pool.replicas if r.process.poll() is None]
+                pool.replicas = live
+                best = min(live, key=lambda r: r.in_flight, default=None)
+                if best is not None and best.in_flight < target:
+                    best.in_flight += 1
+                    return best
+                may_start = len(live) + pool.starting < most
+                if may_start:
+                    pool.starting += 1
+                elif not pool.starting:
+                    raise Overloaded(
+                        f"over capacity: {len(live)} replicas × {target} calls in flight"
+                    )
+            if may_start:
+                try:
+                    replica = self._start(spec)
+                except BaseException:
+                    with pool.lock:
+                        pool.starting -= 1
+                    raise
+                with pool.lock:  # counted as starting until it is in the pool: never over max
+                    pool.starting -= 1
+                    replica.in_flight = 1
+                    pool.replicas.append(replica)
+                    return replica
+            if time.monotonic() > deadline:  # waiting for another call's cold start
+                raise Unavailable("no replica became ready in time")
+            time.sleep(0.02)
+
+    def _start(self, spec: AppSpec) -> Replica:
+        folder = self.work_dir / spec.key.replace(":", "-")
+        if not folder.exists():
+            tmp = folder.with_suffix(".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            with zipfile.ZipFile(spec.package) as archive:
+                archive.extractall(tmp)
+            tmp.rename(folder)
+        log = (self.work_dir / f"{folder.name}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cardhour.backends.apps.runner", "--dir", str(folder),
+             "--entrypoint", spec.entrypoint, "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )  # fmt: skip
+        port = _read_port(process, self.start_timeout)
+        if port is None:
+            _stop(Replica(process, 0))
+            raise Unavailable(f"replica of {spec.key} did not start (see {log.name})")
+        return Replica(process, port, 0, self.clock.now().timestamp())
+
+
+def _read_port(process: subprocess.Popen[bytes], timeout: float) -> int | None:
+    found: list[int] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        line = process.stdout.readline().decode().strip()
+        if line.startswith("port="):
+            found.append(int(line.removeprefix("port=")))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return found[0] if found else None
+
+
+def _stop(replica: Replica) -> None:
+    replica.process.terminate()
+    try:
+        replica.process.wait(5)
+    except subprocess.TimeoutExpired:
+        replica.process.kill()
+        replica.process.wait()

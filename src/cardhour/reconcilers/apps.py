@@ -1,0 +1,29 @@
+"""The marketplace's slow work: developers' shares older than 7 days become available
+(`services.app_earnings.mature`), and the autoscaler stops replicas idle past their app's
+`idle_seconds`, down to its `min_replicas` (scaling up happens as calls arrive)."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from cardhour.backends.apps.runtime import LocalAppRuntime
+from cardhour.core.clock import Clock
+from cardhour.db.engine import transaction
+from cardhour.reconcilers.base import Reconciler
+from cardhour.services import app_earnings
+
+
+class AppsReconciler(Reconciler):
+    name = "apps"
+
+    def __init__(
+        self, sessions: sessionmaker[Session], clock: Clock, runtime: LocalAppRuntime
+    ) -> None:
+        super().__init__(sessions, clock)
+        self.runtime = runtime
+
+    def step(self) -> bool:
+        with transaction(self.sessions) as session:
+            matured = app_earnings.mature(session, self.clock.now())
+        self.runtime.scale_down()
+        return matured > 0
