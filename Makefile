@@ -9,7 +9,7 @@ TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: demo test install lint typecheck unit system-deps clean bench-scheduler bench-billing bench-clusters
+.PHONY: demo test install lint typecheck unit system-deps clean bench-scheduler bench-billing bench-clusters bench-marketplace
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -59,6 +59,11 @@ bench-billing: $(STAMP)
 # <= 5 s); writes docs/benchmarks/clusters.md.
 bench-clusters: $(STAMP)
 	scripts/with-postgres.sh $(BIN)/python bench/clusters.py $(BENCH_ARGS)
+
+# What the marketplace gateway adds to a call against calling the replica directly, on SQLite
+# and PostgreSQL (target <= 5 ms at p99); writes docs/benchmarks/marketplace.md.
+bench-marketplace: $(STAMP)
+	scripts/with-postgres.sh $(BIN)/python bench/marketplace.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cardhour .pytest_cache .mypy_cache .ruff_cache
