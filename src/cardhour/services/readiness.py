@@ -134,16 +134,9 @@ def replace_nodes(
     if failed_placements(session, row) >= MAX_ATTEMPTS:
         switch_status(session, row, InstanceStatus.FAILED, now, f"readiness gate failed ({said})")
         return FAILED
-    if len(claim.gpus_by_node) > 1:
-        chosen = swap(session, catalog, row, claim.gpus_by_node, sorted(bad), now)
-        if chosen is not None:
-            row.updated_at = now  # the provisioning timeout counts from the new placement
-            row.lease_token, row.lease_expires_at = None, None  # the next pass boots it
-            row.status_reason = f"replacing failed node(s): {said}; {_arrows(chosen)}"
-            note(session, row, now, row.status_reason)
-            return SWAPPED
-    switch_status(session, row, InstanceStatus.PENDING, now, f"replacing failed node(s): {said}")
-    return PLACED_AGAIN
+    return _replace(
+        session, catalog, row, claim.gpus_by_node, bad, said, "replacing failed node(s)", now
+    )
 
 
 def repair_running(
@@ -167,14 +160,35 @@ def repair_running(
     if not lost:
         return None
     said = _drain(session, lost, f"lost under {row.name}")
-    if len(held) > 1:
-        chosen = swap(session, catalog, row, held, sorted(lost), now)
-        if chosen is not None:
-            reason = f"node(s) lost: {said}; replacing them: {_arrows(chosen)}"
-            switch_status(session, row, InstanceStatus.PROVISIONING, now, reason)
-            return SWAPPED
-    switch_status(session, row, InstanceStatus.PENDING, now, f"node(s) lost: {said}; placing again")
-    return PLACED_AGAIN
+    return _replace(session, catalog, row, held, lost, said, "node(s) lost", now)
+
+
+def _replace(
+    session: Session,
+    catalog: Catalog,
+    row: InstanceRow,
+    held: dict[str, list[int]],
+    bad: dict[str, str],
+    said: str,
+    why: str,
+    now: datetime,
+) -> str:
+    """Swap the bad nodes of a multi-node instance (SWAPPED), else place it again from scratch
+    (PLACED_AGAIN). A running instance turns `provisioning` for the swap; one already
+    provisioning stays so, with its timeout restarted and its lease released for the next pass."""
+    chosen = swap(session, catalog, row, held, sorted(bad), now) if len(held) > 1 else None
+    if chosen is None:
+        switch_status(session, row, InstanceStatus.PENDING, now, f"{why}: {said}; placing again")
+        return PLACED_AGAIN
+    reason = f"{why}: {said}; {_arrows(chosen)}"
+    if row.status == InstanceStatus.RUNNING:
+        switch_status(session, row, InstanceStatus.PROVISIONING, now, reason)
+    else:
+        row.updated_at = now  # the provisioning timeout counts from the new placement
+        row.lease_token, row.lease_expires_at = None, None  # the next pass boots it
+        row.status_reason = reason
+        note(session, row, now, reason)
+    return SWAPPED
 
 
 def swap(
