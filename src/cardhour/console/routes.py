@@ -399,9 +399,10 @@ def low_balance_fragment(request: Request) -> Response:
 
 def mount_console(app: FastAPI) -> None:
     # imported here: the grants pages build on this module's helpers (`_page`, `_who`)
-    from cardhour.console import grants, grants_review
+    from cardhour.console import apps, grants, grants_review
 
     app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
     app.include_router(router)
     app.include_router(grants.router)
     app.include_router(grants_review.router)
+    app.include_router(apps.router)
