@@ -61,6 +61,7 @@ def test_publish_list_call_scale_charge_mature_payout_refund(api: Api) -> None:
     shown = api.client.post("/api/v1/apps", headers=dev, json=wrong).json()["error"]
     assert shown["message"].startswith("price_per_call: at most 6 decimals")
 
+    api.top_up(caller, "1")  # calls are paid in cash, not with the trial credit
     call = {"query": "find the contract"}
     assert (
         api.client.post("/api/v1/apps/doc-search/invoke", headers=caller, json=call).status_code
@@ -113,7 +114,7 @@ def test_publish_list_call_scale_charge_mature_payout_refund(api: Api) -> None:
     assert api.client.get("/api/v1/apps/doc-search").json()["replicas"] == 0  # scaled to zero
 
     balance = api.client.get("/api/v1/balance", headers=caller).json()
-    assert Decimal(balance["available_exact"]) == Decimal("10") - 3 * Decimal("0.02")
+    assert Decimal(balance["cash"]) == Decimal("1") - 3 * Decimal("0.02")
     earnings = api.client.get("/api/v1/developer/earnings", headers=dev).json()
     assert (earnings["calls"], earnings["pending"], earnings["available"]) == (
         3,

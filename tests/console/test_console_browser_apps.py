@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from playwright import sync_api
 
+from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, apps
+from cardhour.services import accounts, apps, ledger
 from cardhour.settings import Settings
 from tests.api.test_marketplace import MANIFEST, _package
 from tests.console.browser import launch, live_server
@@ -51,6 +52,9 @@ def test_try_an_app_from_the_marketplace_page(live: tuple[Platform, str]) -> Non
         page.fill("#password", "password123")
         page.click("button[type=submit]")
         page.wait_for_url(f"{server}/gpus")
+        with transaction(platform.sessions) as s:  # calls are paid in cash, not the trial
+            user = accounts.sign_in(s, "user@apps.example", "password123")
+            ledger.top_up(s, user.id, Money.parse("1"), platform.clock.now(), "console-cash")
         page.click("header nav >> text=Apps")
         page.wait_for_url(f"{server}/apps")
         sync_api.expect(page.locator("[data-testid=category-rag]")).to_have_text("rag")
@@ -63,7 +67,7 @@ def test_try_an_app_from_the_marketplace_page(live: tuple[Platform, str]) -> Non
         sync_api.expect(page.locator("[data-testid=charged-doc-search]")).to_contain_text(
             "0.02 CNY charged"
         )
-        sync_api.expect(page.locator("[data-testid=balance]")).to_have_text("9.98", timeout=10_000)
+        sync_api.expect(page.locator("[data-testid=balance]")).to_have_text("10.98", timeout=10_000)
         page.fill("#payload-doc-search", "[1, 2]")
         page.click("[data-testid=try-doc-search]")
         sync_api.expect(page.locator("[data-testid=error-doc-search]")).to_contain_text(

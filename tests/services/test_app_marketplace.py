@@ -62,7 +62,7 @@ def test_publish_review_call_split_refund_mature_payout(
         assert dev is not None
         app, v1 = apps.publish(s, dev, GOOD, CODE, code_dir, clock.now(), cny)
         assert (app.status, v1.version, v1.price_micros) == ("draft", 1, 20_000)
-        assert (code_dir / app.id / "1.zip").read_bytes() == CODE
+        assert apps.package_path(code_dir, app.id, v1.code_sha256).read_bytes() == CODE
     with session() as s, pytest.raises(NotFound):
         apps.listed(s, "doc-search")  # a draft is not in the marketplace
     with session() as s:
@@ -84,6 +84,9 @@ def test_publish_review_call_split_refund_mature_payout(
         assert dev
         apps.publish(s, dev, GOOD, _zip({"main.py": ""}), code_dir, clock.now(), cny)
 
+    with session() as s:  # calls are paid in cash: the trial credit does not pay for them
+        ledger.top_up(s, caller_id, Money.parse("1.00"), clock.now(), "caller-cash")
+
     def call(key: str) -> str:
         with session() as s:
             app = apps.listed(s, "doc-search")
@@ -96,7 +99,8 @@ def test_publish_review_call_split_refund_mature_payout(
     second, third = call("c-2"), call("c-3")
     with session() as s:
         balance = wallet.balance(s, caller_id, cny, clock.now())
-        assert balance.available == Money.parse("9.94")  # the trial credit paid 3 × 0.02
+        assert balance.cash == Money.parse("0.94")  # cash paid 3 × 0.02; the trial is untouched
+        assert balance.available == Money.parse("10.94")
         mine = app_earnings.earnings(s, dev_id)
         assert (mine.calls, mine.gross, mine.developer_share) == (3, 60_000, 42_000)
         assert (mine.pending, mine.available) == (42_000, 0)
@@ -109,7 +113,7 @@ def test_publish_review_call_split_refund_mature_payout(
         mine = app_earnings.earnings(s, dev_id)
         assert (mine.calls, mine.refunded, mine.pending) == (2, 1, 28_000)
         cash = wallet.balance(s, caller_id, cny, clock.now()).cash
-        assert cash == Money.parse("0.02")
+        assert cash == Money.parse("0.96")  # the refunded call's price is back
         after = ledger.balance_of(ledger.store.get_account(s, ledger.platform_key("revenue")))
         assert revenue - after == 6_000
 
@@ -150,13 +154,44 @@ def test_a_caller_who_cannot_pay_is_refused_and_nothing_moves(
         assert dev
         dear = GOOD.replace('price_per_call: "0.02"', 'price_per_call: "50"')
         app, v1 = apps.publish(s, dev, dear, CODE, tmp_path, clock.now(), cny)
-        app, v2 = apps.publish(s, dev, GOOD, CODE, tmp_path, clock.now(), cny)
-        assert (v1.price_micros, v2.price_micros, app.current_version) == (50_000_000, 20_000, 2)
-        apps.rollback(s, dev, "doc-search", 1, clock.now())  # back to the dear version
-        assert apps.version_of(s, app).price_micros == 50_000_000
-    with transaction(platform.sessions) as s, pytest.raises(InsufficientBalance):
-        app_earnings.charge_call(s, app, v1, caller_id, "k", clock.now(), cny)
+        assert v1.price_micros == 50_000_000
+    with transaction(platform.sessions) as s, pytest.raises(InsufficientBalance, match="cash 0.00"):
+        app_earnings.charge_call(s, app, v1, caller_id, "k", clock.now(), cny)  # trial: no
     with transaction(platform.sessions) as s:
         assert wallet.balance(s, caller_id, cny, clock.now()).available == Money.parse("10.00")
         assert app_earnings.earnings(s, dev_id).calls == 0
         assert ledger.verify(s).balanced
+
+
+def test_only_approved_versions_serve_callers(
+    platform: Platform, clock: ManualClock, tmp_path: Path
+) -> None:
+    dev_id, admin_id = (
+        _user(platform, "dev3@example.com"),
+        _user(platform, "ops3@example.com", "admin"),
+    )
+    cny = platform.catalog.currency
+    with transaction(platform.sessions) as s:
+        dev, admin = accounts.get_user(s, dev_id), accounts.get_user(s, admin_id)
+        assert dev and admin
+        apps.publish(s, dev, GOOD, CODE, tmp_path, clock.now(), cny)
+        apps.submit(s, dev, "doc-search", clock.now())
+        apps.decide(s, admin, "doc-search", "approve", None, clock.now())
+        dear = GOOD.replace('price_per_call: "0.02"', 'price_per_call: "10"')
+        app, v2 = apps.publish(s, dev, dear, CODE, tmp_path, clock.now(), cny)
+        # the new version waits for review; callers still get the approved one
+        assert (app.status, app.current_version, app.live_version) == ("draft", 2, 1)
+        assert apps.live_of(s, apps.listed(s, "doc-search")).price_micros == 20_000
+        with pytest.raises(Conflict, match="never approved"):
+            apps.rollback(s, dev, "doc-search", 2, clock.now())
+        apps.submit(s, dev, "doc-search", clock.now())
+        apps.decide(s, admin, "doc-search", "reject", "too dear", clock.now())
+        assert apps.live_of(s, app).version == 1  # a rejected update leaves the live one
+        apps.submit(s, dev, "doc-search", clock.now())
+        apps.decide(s, admin, "doc-search", "approve", None, clock.now())
+        assert apps.live_of(s, app).price_micros == 10_000_000
+        apps.rollback(s, dev, "doc-search", 1, clock.now())  # approved before: at once
+        assert (app.live_version, app.status) == (1, "listed")
+        apps.decide(s, admin, "doc-search", "delist", "gone", clock.now())
+        with pytest.raises(NotFound):
+            apps.listed(s, "doc-search")

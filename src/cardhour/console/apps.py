@@ -39,7 +39,9 @@ def _cards(request: Request) -> list[dict[str, Any]]:
 
 def _example(schema: dict[str, Any]) -> dict[str, Any]:
     """A starting input for the try-it form from the app's input schema."""
-    props = schema.get("properties", {})
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return {}
     kinds = {"string": "", "integer": 1, "number": 1.0, "boolean": False}
     return {k: kinds.get(str(v.get("type"))) for k, v in props.items() if isinstance(v, dict)}
 

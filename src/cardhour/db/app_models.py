@@ -24,7 +24,9 @@ class AppRow(Base):
     developer_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
     status: Mapped[str] = mapped_column(String(16))  # core.apps.AppStatus
     status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    current_version: Mapped[int] = mapped_column(Integer)
+    current_version: Mapped[int] = mapped_column(Integer)  # the latest upload (or rollback)
+    # the approved version callers get; None until the first approval and after a delisting
+    live_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)
     updated_at: Mapped[datetime] = mapped_column(TS)
 
@@ -40,8 +42,9 @@ class AppVersionRow(Base):
     version: Mapped[int] = mapped_column(Integer)
     manifest: Mapped[str] = mapped_column(Text)  # JSON, as `core.apps.AppManifest` dumps it
     price_micros: Mapped[int] = mapped_column(BigInteger)
-    code_sha256: Mapped[str] = mapped_column(String(64))
+    code_sha256: Mapped[str] = mapped_column(String(64))  # also its file: <app id>/<sha256>.zip
     created_at: Mapped[datetime] = mapped_column(TS)
+    approved_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
 
 
 class AppCallRow(Base):

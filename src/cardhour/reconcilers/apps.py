@@ -23,7 +23,9 @@ class AppsReconciler(Reconciler):
         self.runtime = runtime
 
     def step(self) -> bool:
-        with transaction(self.sessions) as session:
-            matured = app_earnings.mature(session, self.clock.now())
-        self.runtime.scale_down()
+        try:
+            with transaction(self.sessions) as session:
+                matured = app_earnings.mature(session, self.clock.now())
+        finally:
+            self.runtime.scale_down()  # whatever happened to the money
         return matured > 0

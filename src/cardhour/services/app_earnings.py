@@ -8,14 +8,15 @@ Ledger accounts (all in the deployment's currency):
 - `platform:app_sales`: a clearing account each call passes through (it nets to zero per call);
   the platform's share goes to `platform:revenue`; paid-out earnings to `platform:app_payouts`.
 
-A call (`charge_call`), in one transaction: the caller's credits (those not limited to GPU
-models) then cash pay the price into `app_sales`, which passes the developer's share (rounded
-down to the micro-unit, `core.apps.split`) to their pending account and the rest to revenue.
-Idempotent per (caller, call key); a caller whose balance does not cover the price is refused
-(InsufficientBalance) and nothing moves. A refund (`refund_call`) within the 7 days reverses both
-shares and pays the caller back in cash. `mature` moves shares older than 7 days to available;
-`request_payout` moves available earnings to the payout account; `mark_paid` (operator) closes
-it into `app_payouts`.
+A call (`charge_call`), in one transaction: the caller's cash pays the price into `app_sales`,
+which passes the developer's share (rounded down to the micro-unit, `core.apps.split`) to their
+pending account and the rest to revenue. Credits (trial, SLA, grants) are for GPU time and do
+not pay for calls: a developer's share becomes money paid out, and promotional credit must not
+turn into it. Idempotent per (caller, call key); a caller whose cash does not cover the price is
+refused (InsufficientBalance) and nothing moves. A refund (`refund_call`) within the 7 days
+reverses both shares and pays the caller back in cash. `mature` moves shares older than 7 days
+to available; `request_payout` moves available earnings to the payout account; `mark_paid`
+(operator) closes it into `app_payouts`.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cardhour.core import apps
-from cardhour.core.errors import Conflict, InvalidInput, NotFound
+from cardhour.core.errors import Conflict, InsufficientBalance, InvalidInput, NotFound
 from cardhour.core.money import Money
 from cardhour.db.app_models import AppCallRow, AppRow, AppVersionRow, PayoutRow
 from cardhour.db.locking import for_claim, for_update
-from cardhour.services import ledger, wallet
+from cardhour.services import ledger
 from cardhour.services.ids import new_id
 
 MATURITY = timedelta(days=7)
@@ -39,7 +40,17 @@ EARNING_KINDS = ledger.EARNING_KINDS
 PENDING, AVAILABLE, PAYOUT = EARNING_KINDS
 SALES, REVENUE, PAID_OUT = "app_sales", "revenue", "app_payouts"
 OK, REFUNDED = "ok", "refunded"
-NO_GPU = ""  # what calls pay for: no GPU model, so credits limited to GPU models do not apply
+
+
+def check_call_key(call_key: str) -> None:
+    if not 1 <= len(call_key) <= 128:
+        raise InvalidInput("a call id has 1 to 128 characters", field="call_id")
+
+
+def cash_of(session: Session, user_id: str) -> int:
+    """The user's cash balance as posted (no lock: the charge checks again under its lock)."""
+    row = ledger.store.get_account(session, ledger.user_key(user_id, ledger.CASH))
+    return ledger.balance_of(row) if row is not None else 0
 
 
 def open_developer_accounts(session: Session, developer_id: str, currency: str) -> None:
@@ -64,10 +75,11 @@ def charge_call(
 ) -> AppCallRow:
     """Charge one successful call (module docstring); the same (caller, call key) again returns
     the first call. Conflict when that key was used for another app."""
-    if not 1 <= len(call_key) <= 128:
-        raise InvalidInput("a call id has 1 to 128 characters", field="call_id")
-    owners = sorted({caller_id, app.developer_id})
-    book = wallet.open_wallet(session, now, owners, [SALES, REVENUE])
+    check_call_key(call_key)
+    cash = ledger.user_key(caller_id, ledger.CASH)
+    pending = ledger.user_key(app.developer_id, PENDING)
+    sales, revenue = ledger.platform_key(SALES), ledger.platform_key(REVENUE)
+    book = ledger.open_book(session, now, [cash, pending, sales, revenue])
     existing = call_by_key(session, caller_id, call_key)  # after the lock: one at a time
     if existing is not None:
         if existing.app_id != app.id:
@@ -89,21 +101,23 @@ def charge_call(
         at=now,
         matures_at=now + MATURITY,
     )
-    sales = ledger.platform_key(SALES)
-    wallet.draw(
-        book, caller_id, NO_GPU, call.price_micros, sales, f"app_call:{call.id}", "app_call",
-        call.id, overdraft=False,
-    )  # fmt: skip
-    pending = ledger.user_key(app.developer_id, PENDING)
+    have = book.balance(cash)
+    if have < call.price_micros:
+        shown = Money(max(have, 0), currency)
+        raise InsufficientBalance(
+            f"cash {shown.floor_str()} {currency} does not cover one call "
+            f"({Money(call.price_micros, currency).display()} {currency}); app calls are paid "
+            "in cash (top up), not with credits",
+            needed=Money(call.price_micros, currency).display(),
+            available=shown.floor_str(),
+        )
+    book.transfer(f"app_call:{call.id}", cash, sales, call.price_micros, "app_call", call.id)
     if developer:
         book.transfer(
             f"app_call:{call.id}:developer", sales, pending, developer, "app_share", call.id
         )
     if platform:
-        book.transfer(
-            f"app_call:{call.id}:platform", sales, ledger.platform_key(REVENUE), platform,
-            "app_fee", call.id,
-        )  # fmt: skip
+        book.transfer(f"app_call:{call.id}:platform", sales, revenue, platform, "app_fee", call.id)
     book.flush()
     session.add(call)
     session.flush()

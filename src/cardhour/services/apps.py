@@ -2,10 +2,11 @@
 
 A developer publishes a package: a manifest (`core.apps`) and the code as a zip archive that
 holds the entrypoint's module (`app:handle` → `app.py` or `app/__init__.py`). The first version
-of a slug creates the app (in `draft`, owned by its publisher); later ones add versions and become
-current; `rollback` makes an earlier version current again. Review goes through
-`core.apps.review`: the developer submits, an admin approves, rejects (with a reason) or delists.
-Only listed apps are shown to, and callable by, other accounts.
+of a slug creates the app (in `draft`, owned by its publisher); later ones add versions, become
+current and put the app back in `draft`. Review goes through `core.apps.review`: the developer
+submits, an admin approves (the current version goes live), rejects (with a reason) or delists.
+Callers only ever get the live (approved) version: a new upload serves nobody until it is
+approved, and `rollback` returns to an earlier approved version at once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from cardhour.core import apps
 from cardhour.core.apps import AppManifest, AppStatus
-from cardhour.core.errors import Forbidden, InvalidInput, NotFound
+from cardhour.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from cardhour.db.app_models import AppRow, AppVersionRow
 from cardhour.db.models import UserRow
 from cardhour.services import accounts
@@ -32,15 +33,25 @@ from cardhour.services.ids import new_id
 MAX_CODE_BYTES = 20 * 1024 * 1024
 
 
+MAX_UNPACKED_BYTES = 200 * 1024 * 1024
+MAX_FILES = 10_000
+
+
 def check_code(code: bytes, manifest: AppManifest) -> str:
-    """The package's sha256; InvalidInput unless it is a zip (at most 20 MB) that holds the
-    entrypoint's module and no path leaving the package."""
+    """The package's sha256; InvalidInput unless it is a zip (at most 20 MB, 200 MB and 10,000
+    files unpacked) that holds the entrypoint's module and no path leaving the package."""
     if len(code) > MAX_CODE_BYTES:
         raise InvalidInput(f"the code archive is over {MAX_CODE_BYTES // (1024 * 1024)} MB")
     try:
-        names = zipfile.ZipFile(io.BytesIO(code)).namelist()
+        infos = zipfile.ZipFile(io.BytesIO(code)).infolist()
     except zipfile.BadZipFile:
         raise InvalidInput("the code must be a zip archive") from None
+    if len(infos) > MAX_FILES or sum(i.file_size for i in infos) > MAX_UNPACKED_BYTES:
+        raise InvalidInput(
+            f"the package unpacks to more than {MAX_UNPACKED_BYTES // (1024 * 1024)} MB or "
+            f"{MAX_FILES:,} files"
+        )
+    names = [i.filename for i in infos]
     for name in names:
         if name.startswith("/") or ".." in Path(name).parts:
             raise InvalidInput(f"the archive has a path outside the package: {name!r}")
@@ -52,6 +63,12 @@ def check_code(code: bytes, manifest: AppManifest) -> str:
     return hashlib.sha256(code).hexdigest()
 
 
+def package_path(code_dir: Path, app_id: str, sha256: str) -> Path:
+    """Where a version's code is stored: by content, so concurrent uploads never overwrite a
+    version's bytes with another's."""
+    return code_dir / app_id / f"{sha256}.zip"
+
+
 def publish(
     session: Session,
     developer: UserRow,
@@ -61,8 +78,9 @@ def publish(
     now: datetime,
     currency: str,
 ) -> tuple[AppRow, AppVersionRow]:
-    """Add a version (the first creates the app); it becomes current. Forbidden when the slug
-    belongs to another developer."""
+    """Add a version (the first creates the app); it becomes current and awaits review (the app
+    is a draft again) while the approved version, if any, keeps serving callers. Forbidden when
+    the slug belongs to another developer."""
     manifest = apps.parse_manifest(manifest_text)
     digest = check_code(code, manifest)
     app = session.scalars(select(AppRow).where(AppRow.slug == manifest.slug)).first()
@@ -88,11 +106,16 @@ def publish(
         code_sha256=digest,
         created_at=now,
     )
-    folder = code_dir / app.id
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{version.version}.zip").write_bytes(code)
+    path = package_path(code_dir, app.id, digest)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{new_id()}.tmp")
+        tmp.write_bytes(code)
+        tmp.replace(path)
     session.add(version)
     app.current_version, app.updated_at = version.version, now
+    if app.status != AppStatus.DRAFT:  # the new version awaits review; the live one serves on
+        app.status, app.status_reason = AppStatus.DRAFT.value, None
     session.flush()
     return app, version
 
@@ -120,14 +143,15 @@ def by_id(session: Session, app_id: str) -> AppRow:
 
 
 def listed(session: Session, slug: str) -> AppRow:
-    """A listed app (what other accounts see and call); NotFound otherwise."""
+    """An app with a live (approved) version: what other accounts see and call."""
     app = session.scalars(select(AppRow).where(AppRow.slug == slug)).first()
-    if app is None or app.status != AppStatus.LISTED:
+    if app is None or app.live_version is None:
         raise NotFound(f"no app {slug!r} in the marketplace")
     return app
 
 
 def version_of(session: Session, app: AppRow, version: int | None = None) -> AppVersionRow:
+    """A version of the app; by default its current (latest) one."""
     wanted = app.current_version if version is None else version
     row = session.scalars(
         select(AppVersionRow).where(AppVersionRow.app_id == app.id, AppVersionRow.version == wanted)
@@ -137,6 +161,13 @@ def version_of(session: Session, app: AppRow, version: int | None = None) -> App
     return row
 
 
+def live_of(session: Session, app: AppRow) -> AppVersionRow:
+    """The approved version callers get."""
+    if app.live_version is None:
+        raise NotFound(f"no app {app.slug!r} in the marketplace")
+    return version_of(session, app, app.live_version)
+
+
 def manifest_of(version: AppVersionRow) -> AppManifest:
     return AppManifest.model_validate(json.loads(version.manifest))
 
@@ -144,10 +175,13 @@ def manifest_of(version: AppVersionRow) -> AppManifest:
 def rollback(
     session: Session, developer: UserRow, slug: str, version: int, now: datetime
 ) -> AppRow:
-    """Make an earlier version current again (its manifest, price and code)."""
+    """Serve an earlier approved version again (its manifest, price and code), at once."""
     app = owned(session, developer, slug)
-    version_of(session, app, version)
-    app.current_version, app.updated_at = version, now
+    row = version_of(session, app, version)
+    if row.approved_at is None:
+        raise Conflict(f"version {version} of {slug} was never approved: submit it for review")
+    app.current_version = app.live_version = version
+    app.status, app.status_reason, app.updated_at = AppStatus.LISTED.value, None, now
     session.flush()
     return app
 
@@ -161,7 +195,8 @@ def submit(session: Session, developer: UserRow, slug: str, now: datetime) -> Ap
 def decide(
     session: Session, admin: UserRow, slug: str, action: str, reason: str | None, now: datetime
 ) -> AppRow:
-    """The operator's `approve`, `reject` (a reason is required) or `delist`."""
+    """The operator's `approve` (the version under review goes live), `reject` (a reason is
+    required; an earlier approved version keeps serving) or `delist` (nothing serves)."""
     accounts.require_admin(admin)
     if action not in ("approve", "reject", "delist"):
         raise InvalidInput(f"unknown review action {action!r}; approve, reject or delist")
@@ -170,15 +205,22 @@ def decide(
     app = session.scalars(select(AppRow).where(AppRow.slug == slug)).first()
     if app is None:
         raise NotFound(f"no app {slug!r}")
-    return _move(app, action, reason, now)
+    _move(app, action, reason, now)
+    if action == "approve":  # the reviewed version goes live
+        version_of(session, app).approved_at = now
+        app.live_version = app.current_version
+    elif action == "delist":
+        app.live_version = None
+    session.flush()
+    return app
 
 
 def catalogue(session: Session, category: str | None = None) -> list[tuple[AppRow, AppManifest]]:
-    """Listed apps with their current manifests, by category then slug."""
+    """Apps with a live version, with its manifest, by category then slug."""
     rows = session.scalars(
-        select(AppRow).where(AppRow.status == AppStatus.LISTED.value).order_by(AppRow.slug)
+        select(AppRow).where(AppRow.live_version.is_not(None)).order_by(AppRow.slug)
     ).all()
-    found = [(app, manifest_of(version_of(session, app))) for app in rows]
+    found = [(app, manifest_of(live_of(session, app))) for app in rows]
     if category is not None:
         found = [(a, m) for a, m in found if m.category == category]
     return sorted(found, key=lambda am: (am[1].category, am[0].slug))

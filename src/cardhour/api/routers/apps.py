@@ -36,8 +36,9 @@ class NoReplica(CardhourError):
     http_status = 503
 
 
-def _read(ctx: Ctx, session: Any, app: AppRow) -> schemas.AppRead:
-    version = apps.version_of(session, app)
+def _read(ctx: Ctx, session: Any, app: AppRow, live: bool = False) -> schemas.AppRead:
+    """The app as its developer sees it (the current version), or as callers do (`live`)."""
+    version = apps.live_of(session, app) if live else apps.version_of(session, app)
     m = apps.manifest_of(version)
     return schemas.AppRead(
         slug=app.slug,
@@ -77,7 +78,7 @@ def publish(body: schemas.AppPublish, ctx: Ctx = Depends(get_ctx)) -> schemas.Ap
 def catalogue(category: str | None = None, ctx: Ctx = Depends(get_ctx)) -> list[schemas.AppRead]:
     """Listed apps (public), by category then slug."""
     with ctx.tx() as session:
-        return [_read(ctx, session, app) for app, _ in apps.catalogue(session, category)]
+        return [_read(ctx, session, app, live=True) for app, _ in apps.catalogue(session, category)]
 
 
 @router.get("/apps/mine", response_model=list[schemas.AppRead])
@@ -92,7 +93,7 @@ def mine(ctx: Ctx = Depends(get_ctx)) -> list[schemas.AppRead]:
 @router.get("/apps/{slug}", response_model=schemas.AppRead)
 def show(slug: str, ctx: Ctx = Depends(get_ctx)) -> schemas.AppRead:
     with ctx.tx() as session:
-        return _read(ctx, session, apps.listed(session, slug))
+        return _read(ctx, session, apps.listed(session, slug), live=True)
 
 
 @router.post("/apps/{slug}/submit", response_model=schemas.AppRead)

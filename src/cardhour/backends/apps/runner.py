@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,6 +55,7 @@ def serve(handler: Callable[[dict[str, Any]], Any], port: int) -> ThreadingHTTPS
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
             if self.path != "/invoke" or length > MAX_BODY:
+                self.close_connection = True  # its body is left unread on the connection
                 self._answer(404 if self.path != "/invoke" else 413, {"error": "bad request"})
                 return
             try:
@@ -81,6 +83,9 @@ def main() -> None:
     args = parser.parse_args()
     server = serve(load(args.dir, args.entrypoint), args.port)
     print(f"port={server.server_address[1]}", flush=True)
+    # nobody reads stdout after the port: the app's prints go to the replica's log (stderr)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     server.serve_forever()
 
 

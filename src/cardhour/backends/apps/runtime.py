@@ -1,8 +1,11 @@
 """Replicas of marketplace apps as local processes (`runner.py`), one HTTP port each.
 
 This is the `sim` deployment's runtime: the app really runs (its Python code, on this host's
-CPU); GPUs are not attached. Per app version it keeps between `min_replicas` and `max_replicas`
-processes:
+CPU, with the platform's Python and packages, as the platform's OS user, with none of its
+environment); GPUs are not attached. It is no sandbox: run only apps you have reviewed.
+
+Per app version it keeps between `min_replicas` and `max_replicas`
+processes (`min_replicas` is kept when scaling down; replicas start with calls):
 - `call` routes to the replica with the fewest calls in flight; when every replica has
   `target_concurrency` in flight (or there is none: scale from zero) it starts one more, up to
   `max_replicas`, and the call waits for it (a cold start, bounded by `start_timeout`); beyond
@@ -13,9 +16,11 @@ processes:
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zipfile
@@ -60,6 +65,7 @@ class _Pool:
     replicas: list[Replica] = field(default_factory=list)
     starting: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    unpack_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ class LocalAppRuntime:
         """Stop replicas idle for their `idle_seconds`, down to `min_replicas`; and replicas
         whose process died. Returns how many were stopped."""
         now = self.clock.now().timestamp()
-        stopped = 0
+        doomed: list[Replica] = []
         for pool in list(self._pools.values()):
             with pool.lock:
                 keep: list[Replica] = []
@@ -119,12 +125,13 @@ class LocalAppRuntime:
                     idle = now - replica.last_used >= pool.spec.scaling.idle_seconds
                     extra = len(keep) >= pool.spec.scaling.min_replicas
                     if dead or (replica.in_flight == 0 and idle and extra):
-                        _stop(replica)
-                        stopped += 1
+                        doomed.append(replica)
                     else:
                         keep.append(replica)
                 pool.replicas = keep
-        return stopped
+        for replica in doomed:  # outside the locks: calls go on meanwhile
+            _stop(replica)
+        return len(doomed)
 
     def stop_all(self) -> None:
         for pool in list(self._pools.values()):
@@ -180,25 +187,45 @@ class LocalAppRuntime:
             time.sleep(0.02)
 
     def _start(self, spec: AppSpec) -> Replica:
-        folder = self.work_dir / spec.key.replace(":", "-")
-        if not folder.exists():
-            tmp = folder.with_suffix(".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            with zipfile.ZipFile(spec.package) as archive:
-                archive.extractall(tmp)
-            tmp.rename(folder)
-        log = (self.work_dir / f"{folder.name}.log").open("ab")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cardhour.backends.apps.runner", "--dir", str(folder),
-             "--entrypoint", spec.entrypoint, "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=log,
-        )  # fmt: skip
+        try:
+            folder = self._unpack(spec)
+            log = (self.work_dir / f"{folder.name}.log").open("ab")
+            # the app's code is not the platform's: none of its environment (database URL,
+            # secrets) and not its working directory
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder),
+                   "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+            process = subprocess.Popen(
+                [sys.executable, "-m", "cardhour.backends.apps.runner", "--dir", str(folder),
+                 "--entrypoint", spec.entrypoint, "--port", "0"],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=folder,
+                env=env,
+            )  # fmt: skip
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
         port = _read_port(process, self.start_timeout)
         if port is None:
             _stop(Replica(process, 0))
             raise Unavailable(f"replica of {spec.key} did not start (see {log.name})")
         return Replica(process, port, 0, self.clock.now().timestamp())
+
+    def _unpack(self, spec: AppSpec) -> Path:
+        """The version's package unpacked once (concurrent cold starts of one version wait for
+        one unpacking into a private folder, then a rename)."""
+        folder = self.work_dir / spec.key.replace(":", "-")
+        with self._pool(spec).unpack_lock:
+            if not folder.exists():
+                self.work_dir.mkdir(parents=True, exist_ok=True)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=self.work_dir))
+                try:
+                    with zipfile.ZipFile(spec.package) as archive:
+                        archive.extractall(tmp)
+                    tmp.rename(folder)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+        return folder
 
 
 def _read_port(process: subprocess.Popen[bytes], timeout: float) -> int | None:
