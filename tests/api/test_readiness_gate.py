@@ -446,3 +446,21 @@ def test_a_monthly_plan_keeps_its_price_when_placed_again_and_is_refunded_if_los
     assert paid - Decimal("5") < refunded < paid  # all but the ~20 minutes it was held
     with transaction(api.platform.sessions) as s:
         assert ledger.verify(s).balanced
+
+
+def test_a_node_lost_during_the_gate_is_replaced(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "200")
+    _launch(api, headers, 8, "midgate", nodes=2)
+    api.settle()
+    head, worker = _show(api, headers, "midgate")["nodes"]
+    backend = api.platform.backend
+    assert isinstance(backend, SimBackend)
+    backend.fault(worker, "down")  # unreachable before the gate could read it
+    api.settle(30)
+    swapped = _show(api, headers, "midgate")
+    assert swapped["status"] == "provisioning" and worker not in swapped["nodes"]
+    (new,) = set(swapped["nodes"]) - {head}
+    assert swapped["stages"][0]["detail"]["replaced"] == {worker: new}
+    api.settle(30)
+    assert _show(api, headers, "midgate")["status"] == "running"

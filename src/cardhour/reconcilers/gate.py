@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cardhour.backends.base import Backend, Probing
+from cardhour.backends.base import Backend, BackendError, Probing
 from cardhour.core import hwtopo, nccl_tests, readiness, sshkeys
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
@@ -70,7 +70,11 @@ class Gate:
             ("nccl_gate", self._nccl),
         ):
             started = self.clock.now()
-            outcome, detail, failed, fatal = check(claim, nodes)
+            try:
+                outcome, detail, failed, fatal = check(claim, nodes)
+            except BackendError as exc:  # a node that cannot be reached: lost, or a hiccup
+                lost = self._lost(claim, exc)
+                outcome, detail, failed, fatal = "failed", {"problems": lost}, lost, None
             if not self._record(claim, name, outcome, detail, started):
                 return False
             if failed or fatal:
@@ -94,6 +98,16 @@ class Gate:
                 return replaced is not None
         with transaction(self.sessions) as session:
             return stages.ready(session, claim, self.connection, self.clock.now())
+
+    def _lost(self, claim: Claim, error: BackendError) -> Failed:
+        """The claimed nodes the backend reports lost, to be replaced like nodes failing a
+        check; none (a passing hiccup): `error` is raised again and the pass retries."""
+        assert claim.external_name is not None
+        lost = self.backend.lost_nodes(claim.external_name)
+        mine = {node: why for node, why in lost.items() if node in claim.gpus_by_node}
+        if not mine:
+            raise error
+        return mine
 
     def _booted(self, claim: Claim, nodes: list[str]) -> dict[str, Any]:
         """The `booting` stage's detail: the nodes, and the model weights mounted (with the
