@@ -1,0 +1,80 @@
+"""The demo apps in examples/apps really do their job on the CPU, published, listed and called
+through the gateway like any app (both databases): image restoration (median denoise, bilinear
+2× upscale) and text to speech (Debian's espeak-ng, installed by `make system-deps`)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from tests.api.test_marketplace import _admin
+from tests.conftest import Api
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "apps"
+
+
+def _publish(api: Api, name: str) -> dict[str, str]:
+    folder = EXAMPLES / name
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for path in sorted(folder.rglob("*.py")):
+            z.write(path, path.relative_to(folder).as_posix())
+    dev, admin, caller = api.signup(), _admin(api), api.signup()
+    body = {
+        "manifest": (folder / "cardhour-app.yaml").read_text(),
+        "code_b64": base64.b64encode(out.getvalue()).decode(),
+    }
+    r = api.client.post("/api/v1/apps", headers=dev, json=body)
+    assert r.status_code == 201, r.text
+    slug = r.json()["slug"]
+    api.client.post(f"/api/v1/apps/{slug}/submit", headers=dev)
+    assert api.client.post(f"/api/v1/admin/apps/{slug}/approve", headers=admin, json={}).is_success
+    api.top_up(caller, "5")
+    return caller
+
+
+def _pgm(image: np.ndarray) -> str:
+    h, w = image.shape
+    return base64.b64encode(f"P5\n{w} {h}\n255\n".encode() + image.tobytes()).decode()
+
+
+def test_image_restoration_removes_salt_and_pepper_noise(api: Api) -> None:
+    caller = _publish(api, "image-restore")
+    clean = np.tile(np.linspace(0, 255, 64).astype(np.uint8), (48, 1))  # a smooth gradient
+    noisy = clean.copy()
+    rng = np.random.default_rng(7)
+    spots = rng.choice(clean.size, size=clean.size // 20, replace=False)
+    noisy.flat[spots] = rng.choice([0, 255], size=spots.size)
+    r = api.client.post(
+        "/api/v1/apps/image-restore/invoke",
+        headers=caller,
+        json={"pgm_b64": _pgm(noisy), "upscale": True},
+    )
+    assert r.status_code == 200, r.text
+    out = r.json()["output"]
+    assert (out["width"], out["height"]) == (128, 96) and out["changed_pixels"] > 0
+    raw = base64.b64decode(out["pgm_b64"])
+    restored = np.frombuffer(raw.split(b"255\n", 1)[1], dtype=np.uint8).reshape(96, 128)
+    before = np.abs(noisy.astype(int) - clean).mean()
+    after = np.abs(restored[::2, ::2].astype(int) - clean).mean()
+    assert after < before / 5, (before, after)  # the noise is gone, the gradient kept
+
+
+def test_text_to_speech_speaks(api: Api) -> None:
+    caller = _publish(api, "tts")
+    r = api.client.post(
+        "/api/v1/apps/tts/invoke", headers=caller, json={"text": "Your cluster is ready."}
+    )
+    assert r.status_code == 200, r.text
+    out = r.json()["output"]
+    wav = base64.b64decode(out["wav_b64"])
+    assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE"
+    assert 0.5 < out["seconds"] < 10
+    bad = api.client.post(
+        "/api/v1/apps/tts/invoke", headers=caller, json={"text": "x", "voice": "en; rm -rf /"}
+    )
+    assert bad.status_code == 502 and "voice" in bad.json()["error"]["message"]
