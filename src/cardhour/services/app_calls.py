@@ -84,14 +84,12 @@ def invoke(
             manifest.entrypoint,
             manifest.scaling,
         )
-        app_id, caller_id, number = app.id, caller.id, version.version
+        caller_id = caller.id
     result = runtime.call(spec, payload)
     if not 200 <= result.status < 300:
         reason = result.body.get("error") if isinstance(result.body, dict) else None
         raise AppFailed(f"the app failed ({result.status}): {reason or 'no reason given'}")
-    with transaction(sessions) as session:
-        app = apps.by_id(session, app_id)
-        version = apps.version_of(session, app, number)
+    with transaction(sessions) as session:  # `app` and `version` as read: their fields do not move
         call = app_earnings.charge_call(
             session, app, version, caller_id, key, clock.now(), currency, result.duration_ms,
             developer_bp,

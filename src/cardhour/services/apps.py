@@ -135,13 +135,6 @@ def owned(session: Session, developer: UserRow, slug: str) -> AppRow:
     return app
 
 
-def by_id(session: Session, app_id: str) -> AppRow:
-    app = session.get(AppRow, app_id)
-    if app is None:
-        raise NotFound(f"no app {app_id!r}")
-    return app
-
-
 def listed(session: Session, slug: str) -> AppRow:
     """An app with a live (approved) version: what other accounts see and call."""
     app = session.scalars(select(AppRow).where(AppRow.slug == slug)).first()
