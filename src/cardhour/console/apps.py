@@ -1,5 +1,6 @@
-"""The console's app marketplace: listed apps by category with their price per call, and a
-try-it form per app that calls it through the same gateway as the API (charged like any call)."""
+"""The console's app marketplace: listed apps by category with their price per call, a try-it
+form per app that calls it through the same gateway as the API (charged like any call), and the
+developer's dashboard (their apps, calls, revenue, pending, available, paid; payouts)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cardhour.backends.apps.runtime import Overloaded, Unavailable
 from cardhour.console.routes import _page, _platform, _signin_redirect, _who, templates
@@ -15,7 +16,7 @@ from cardhour.console.session import COOKIE, check_csrf
 from cardhour.core.errors import CardhourError
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
-from cardhour.services import app_calls, apps
+from cardhour.services import app_calls, app_earnings, apps
 
 router = APIRouter(include_in_schema=False)
 
@@ -87,3 +88,69 @@ def try_it(request: Request, slug: str, payload: str = Form(""), csrf: str = For
     except (CardhourError, Overloaded, Unavailable) as exc:
         ctx["error"] = getattr(exc, "message", None) or str(exc)
     return templates.TemplateResponse(request, "_app_result.html", ctx)
+
+
+@router.get("/apps/developer", response_class=HTMLResponse)
+def developer_page(request: Request) -> Response:
+    """The developer's dashboard: their apps with status and live version, calls, revenue,
+    pending, available, in payout and paid; a button asks for a payout of what is available."""
+    who = _who(request)
+    if who is None:
+        return _signin_redirect()
+    return _page(request, "apps_developer.html", who, **_dashboard(request, who.user.id))
+
+
+@router.post("/apps/developer/payout")
+def developer_payout(request: Request, csrf: str = Form("")) -> Response:
+    who = _who(request)
+    if who is None:
+        return _signin_redirect()
+    p = _platform(request)
+    try:
+        check_csrf(request, csrf)
+        with transaction(p.sessions) as session:
+            app_earnings.request_payout(
+                session, who.user.id, None, p.clock.now(), p.catalog.currency
+            )
+    except CardhourError as exc:
+        ctx = _dashboard(request, who.user.id)
+        return _page(request, "apps_developer.html", who, exc.http_status, error=exc.message, **ctx)
+    return RedirectResponse("/apps/developer", status_code=303)
+
+
+def _dashboard(request: Request, user_id: str) -> dict[str, Any]:
+    p = _platform(request)
+    cny = p.catalog.currency
+    with transaction(p.sessions) as session:
+        e = app_earnings.earnings(session, user_id)
+        mine = apps.owned_by(session, user_id)
+        payouts = app_earnings.payouts_of(session, user_id)
+        rows = [
+            {
+                "slug": a.slug,
+                "status": a.status,
+                "reason": a.status_reason,
+                "current": a.current_version,
+                "live": a.live_version,
+            }
+            for a in mine
+        ]
+    money = {
+        k: Money(getattr(e, k), cny).format(6)
+        for k in ("gross", "developer_share", "pending", "available", "in_payout", "paid")
+    }
+    return {
+        "apps": rows,
+        "calls": e.calls,
+        "refunded": e.refunded,
+        "money": money,
+        "payouts": [
+            {
+                "id": po.id,
+                "amount": Money(po.amount_micros, po.currency).format(6),
+                "status": po.status,
+                "requested_at": po.requested_at.strftime("%Y-%m-%d %H:%M"),
+            }
+            for po in payouts
+        ],
+    }

@@ -298,6 +298,11 @@ def earnings(session: Session, developer_id: str) -> Earnings:
     )
 
 
+def payouts_of(session: Session, developer_id: str) -> list[PayoutRow]:
+    stmt = select(PayoutRow).where(PayoutRow.developer_id == developer_id)
+    return list(session.scalars(stmt.order_by(PayoutRow.requested_at, PayoutRow.id)))
+
+
 def call_by_key(session: Session, caller_id: str, call_key: str) -> AppCallRow | None:
     stmt = select(AppCallRow).where(
         AppCallRow.caller_id == caller_id, AppCallRow.call_key == call_key

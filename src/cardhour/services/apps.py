@@ -135,6 +135,14 @@ def owned(session: Session, developer: UserRow, slug: str) -> AppRow:
     return app
 
 
+def owned_by(session: Session, developer_id: str) -> list[AppRow]:
+    return list(
+        session.scalars(
+            select(AppRow).where(AppRow.developer_id == developer_id).order_by(AppRow.slug)
+        )
+    )
+
+
 def listed(session: Session, slug: str) -> AppRow:
     """An app with a live (approved) version: what other accounts see and call."""
     app = session.scalars(select(AppRow).where(AppRow.slug == slug)).first()
