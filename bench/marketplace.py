@@ -44,7 +44,7 @@ from cardhour.core.money import Money
 from cardhour.db.app_models import AppCallRow
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, ledger
+from cardhour.services import accounts, apps, ledger
 from cardhour.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,11 @@ def one_run(url: str, tmp: Path, calls: int) -> dict[str, Any]:
         warm = api.post("/api/v1/apps/echo/invoke", headers=keys["caller"], json=INPUT)
         if warm.status_code != 200:
             raise RuntimeError(f"warm-up call: {warm.status_code} {warm.text}")
-        port = next(iter(platform.app_runtime._pools.values())).replicas[0].port
+        with transaction(platform.sessions) as s:
+            app = apps.listed(s, "echo")
+            key = f"{app.id}:{app.live_version}"
+        port = platform.app_runtime.endpoint(key)
+        assert port is not None, "the warm-up call left no replica"
         direct = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
         via, straight = [], []
         for _ in range(calls):
