@@ -24,7 +24,12 @@ from cardhour.backends.slurm import ProbedSlurmBackend, SlurmBackend, SlurmProbe
 from cardhour.core.clock import Clock, SystemClock
 from cardhour.core.errors import InvalidInput
 from cardhour.core.money import Money
-from cardhour.db.engine import make_engine, make_sessionmaker, transaction
+from cardhour.db.engine import (
+    make_engine,
+    make_sessionmaker,
+    make_statement_engine,
+    transaction,
+)
 from cardhour.db.migrate import upgrade
 from cardhour.reconcilers.apps import AppsReconciler
 from cardhour.reconcilers.base import Reconciler
@@ -36,6 +41,7 @@ from cardhour.reconcilers.scheduling import SchedulingReconciler
 from cardhour.reconcilers.sla import SlaReconciler
 from cardhour.scheduler import Scheduler
 from cardhour.services import accounts, ledger, pricing, scheduling
+from cardhour.services.app_calls import Gateway
 from cardhour.settings import Settings, load_catalog
 
 log = logging.getLogger("cardhour")
@@ -104,6 +110,15 @@ class Platform:
             settings.data_dir / "app-replicas",
             self.clock,
             settings.marketplace.start_timeout_seconds,
+        )
+        self.statements = make_statement_engine(url)
+        self.gateway = Gateway(
+            self.statements,
+            self.clock,
+            self.app_runtime,
+            self.app_code_dir,
+            self.catalog.currency,
+            settings.marketplace.developer_share_bp,
         )
         self.reconcilers: list[Reconciler] = [
             self.inventory,
@@ -201,5 +216,7 @@ class Platform:
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads.clear()
+        self.gateway.close()
         self.app_runtime.stop_all()
+        self.statements.dispose()
         self.engine.dispose()

@@ -42,7 +42,11 @@ def test_developer_dashboard_and_payout(platform: Platform, clock: ManualClock) 
             apps.submit(s, maker, "doc-search", now)
             apps.decide(s, admin, "doc-search", "approve", None, now)
             version = apps.live_of(s, app)
-            app_earnings.charge_call(s, app, version, caller.id, "k1", now, "CNY")
+            new = app_earnings.NewCall(
+                app.id, version.version, caller.id, maker.id, "k1", version.price_micros, 5
+            )
+            assert app_earnings.record_call(s, new, now)
+            app_earnings.settle(s, now)
         page = dev.get("/apps/developer").text
         assert "doc-search" in page and _cell(page, "calls") == "1"
         assert (_cell(page, "gross"), _cell(page, "pending")) == ("0.020000", "0.014000")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cardhour.core.clock import ManualClock
-from cardhour.core.errors import Conflict, Forbidden, InsufficientBalance, InvalidInput, NotFound
+from cardhour.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
@@ -87,17 +87,29 @@ def test_publish_review_call_split_refund_mature_payout(
     with session() as s:  # calls are paid in cash: the trial credit does not pay for them
         ledger.top_up(s, caller_id, Money.parse("1.00"), clock.now(), "caller-cash")
 
-    def call(key: str) -> str:
+    def call(key: str) -> str | None:
         with session() as s:
             app = apps.listed(s, "doc-search")
             version = apps.version_of(s, app)
-            done = app_earnings.charge_call(s, app, version, caller_id, key, clock.now(), cny, 120)
-            return done.id
+            new = app_earnings.NewCall(
+                app.id, version.version, caller_id, dev_id, key, version.price_micros, 120
+            )
+            return app_earnings.record_call(s, new, clock.now())
 
     first = call("c-1")
-    assert call("c-1") == first  # the same call id: charged once
+    assert first is not None and call("c-1") is None  # the same call id: recorded once
     second, third = call("c-2"), call("c-3")
+    assert second and third
+    with session() as s:  # recorded, not posted yet: spendable cash and pending count them
+        assert app_earnings.spendable(s, caller_id) == 940_000
+        assert wallet.balance(s, caller_id, cny, clock.now()).cash == Money.parse("1.00")
+        assert app_earnings.earnings(s, dev_id).pending == 42_000
+        assert app_earnings.mature(s, clock.now() + timedelta(days=8)) == 0  # not settled
     with session() as s:
+        assert app_earnings.settle(s, clock.now()) == 3
+        assert app_earnings.settle(s, clock.now()) == 0
+    with session() as s:
+        assert app_earnings.spendable(s, caller_id) == 940_000
         balance = wallet.balance(s, caller_id, cny, clock.now())
         assert balance.cash == Money.parse("0.94")  # cash paid 3 × 0.02; the trial is untouched
         assert balance.available == Money.parse("10.94")
@@ -144,7 +156,7 @@ def test_publish_review_call_split_refund_mature_payout(
         assert ledger.verify(s).balanced
 
 
-def test_a_caller_who_cannot_pay_is_refused_and_nothing_moves(
+def test_a_refund_settles_a_call_not_yet_posted_then_reverses_it(
     platform: Platform, clock: ManualClock, tmp_path: Path
 ) -> None:
     dev_id, caller_id = _user(platform, "dev2@example.com"), _user(platform, "poor@example.com")
@@ -152,14 +164,21 @@ def test_a_caller_who_cannot_pay_is_refused_and_nothing_moves(
     with transaction(platform.sessions) as s:
         dev = accounts.get_user(s, dev_id)
         assert dev
-        dear = GOOD.replace('price_per_call: "0.02"', 'price_per_call: "50"')
-        app, v1 = apps.publish(s, dev, dear, CODE, tmp_path, clock.now(), cny)
-        assert v1.price_micros == 50_000_000
-    with transaction(platform.sessions) as s, pytest.raises(InsufficientBalance, match="cash 0.00"):
-        app_earnings.charge_call(s, app, v1, caller_id, "k", clock.now(), cny)  # trial: no
+        app, v1 = apps.publish(s, dev, GOOD, CODE, tmp_path, clock.now(), cny)
+        assert app_earnings.spendable(s, caller_id) == 0  # the trial credit does not pay calls
+        ledger.top_up(s, caller_id, Money.parse("0.05"), clock.now(), "poor-cash")
     with transaction(platform.sessions) as s:
-        assert wallet.balance(s, caller_id, cny, clock.now()).available == Money.parse("10.00")
-        assert app_earnings.earnings(s, dev_id).calls == 0
+        new = app_earnings.NewCall(app.id, 1, caller_id, dev_id, "k", v1.price_micros, 5)
+        call_id = app_earnings.record_call(s, new, clock.now())
+        assert call_id
+    with transaction(platform.sessions) as s:
+        assert app_earnings.refund_call(s, call_id, clock.now()).status == "refunded"
+    with transaction(platform.sessions) as s:
+        assert app_earnings.settle(s, clock.now()) == 0  # settled by the refund, once
+        assert wallet.balance(s, caller_id, cny, clock.now()).cash == Money.parse("0.05")
+        assert app_earnings.spendable(s, caller_id) == 50_000
+        mine = app_earnings.earnings(s, dev_id)
+        assert (mine.calls, mine.refunded, mine.pending) == (0, 1, 0)
         assert ledger.verify(s).balanced
 
 

@@ -16,7 +16,7 @@ from cardhour.console.session import COOKIE, check_csrf
 from cardhour.core.errors import CardhourError
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
-from cardhour.services import app_calls, app_earnings, apps
+from cardhour.services import app_earnings, apps
 
 router = APIRouter(include_in_schema=False)
 
@@ -74,11 +74,7 @@ def try_it(request: Request, slug: str, payload: str = Form(""), csrf: str = For
             raise CardhourError(f"the input is not JSON: {exc}") from None
         if not isinstance(body, dict):
             raise CardhourError("the input must be a JSON object")
-        done = app_calls.invoke(
-            p.sessions, p.clock, p.app_runtime, p.app_code_dir, p.catalog.currency,
-            p.settings.marketplace.developer_share_bp, request.cookies.get(COOKIE, ""), slug,
-            body, None,
-        )  # fmt: skip
+        done = p.gateway.invoke(request.cookies.get(COOKIE, ""), slug, body, None)
         ctx |= {
             "output": json.dumps(done.output, indent=2, ensure_ascii=False),
             "price": done.price.display(),

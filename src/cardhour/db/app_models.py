@@ -49,13 +49,16 @@ class AppVersionRow(Base):
 
 class AppCallRow(Base):
     """One paid call, keyed by the caller's call id: charged once however often it is sent.
-    `status`: ok (charged, split), refunded (split reversed); failed calls are not recorded."""
+    `status`: ok (charged, split), refunded (split reversed); failed calls are not recorded.
+    The gateway records a call with `settled_at` empty; the settlement pass posts its charge and
+    split to the ledger and sets it (`services.app_earnings.settle`)."""
 
     __tablename__ = "app_calls"
     __table_args__ = (
         UniqueConstraint("caller_id", "call_key", name="uq_app_call_key"),
         Index("ix_app_calls_maturing", "matured_at", "matures_at"),
         Index("ix_app_calls_app_at", "app_id", "at"),
+        Index("ix_app_calls_unsettled", "settled_at", "caller_id"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -73,6 +76,7 @@ class AppCallRow(Base):
     matures_at: Mapped[datetime] = mapped_column(TS)  # the developer's share is available then
     matured_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     refunded_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    settled_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)  # posted to the ledger
 
 
 class PayoutRow(Base):

@@ -21,7 +21,13 @@ def normalise_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, synchronous: bool = True, immediate: bool = True) -> Engine:
+    """On SQLite, `synchronous=False`: commits do not wait for the disk (`synchronous=NORMAL`
+    under WAL: a process crash loses nothing, a power cut may lose the last commits, never
+    consistency) and do not checkpoint the WAL; `immediate=False`: transactions start
+    deferred, so a reading one does not hold the write lock (only for single statements: a
+    deferred transaction that reads, then writes, can fail to upgrade). Both only for
+    `make_statement_engine`."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
@@ -33,14 +39,42 @@ def make_engine(url: str) -> Engine:
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA busy_timeout=30000")
+            if not synchronous:
+                cursor.execute("PRAGMA synchronous=NORMAL")
+                # nor does it run WAL checkpoints (a checkpoint writes and syncs the database
+                # file: milliseconds); the platform's other connections run them as they commit
+                cursor.execute("PRAGMA wal_autocheckpoint=0")
             cursor.close()
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def make_statement_engine(url: str) -> Engine:
+    """An engine for the marketplace gateway's single statements: its reads (outside the
+    write lock on SQLite, one statement per snapshot on PostgreSQL) and its one INSERT per call,
+    the cheapest durable-enough write. On PostgreSQL: autocommit (one statement, one round
+    trip), no pre-ping (its caller retries a dropped connection once),
+    `synchronous_commit=off`; on SQLite: deferred transactions, `synchronous=NORMAL`. Either way
+    a commit does not wait for the disk: a database server crash or power cut can lose the last
+    fraction of a second of recorded calls (never consistency; the ledger's own transactions
+    keep waiting for the disk). A lost record is a call not charged, like a gateway crash
+    between the app's answer and the INSERT."""
+    url = normalise_url(url)
+    if url.startswith("sqlite"):
+        return make_engine(url, synchronous=False, immediate=False)
+    engine = create_engine(url, isolation_level="AUTOCOMMIT", pool_size=10, max_overflow=20)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        with dbapi_conn.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO off")
+
+    return engine
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -1,5 +1,6 @@
-"""The marketplace's slow work: developers' shares older than 7 days become available
-(`services.app_earnings.mature`), and the autoscaler stops replicas idle past their app's
+"""The marketplace's slow work: calls the gateway recorded are posted to the ledger
+(`services.app_earnings.settle`, in batches), developers' shares older than 7 days become
+available (`services.app_earnings.mature`), and the autoscaler stops replicas idle past their app's
 `idle_seconds`, down to its `min_replicas` (scaling up happens as calls arrive)."""
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ class AppsReconciler(Reconciler):
     def step(self) -> bool:
         try:
             with transaction(self.sessions) as session:
+                settled = app_earnings.settle(session, self.clock.now())
+            with transaction(self.sessions) as session:
                 matured = app_earnings.mature(session, self.clock.now())
         finally:
             self.runtime.scale_down()  # whatever happened to the money
-        return matured > 0
+        return settled + matured > 0

@@ -123,6 +123,11 @@ def create_key(
 
 def authenticate(session: Session, secret: str, now: datetime) -> UserRow:
     """The user owning a live key or session; raises Unauthorized otherwise."""
+    return authenticate_key(session, secret, now)[0]
+
+
+def authenticate_key(session: Session, secret: str, now: datetime) -> tuple[UserRow, ApiKeyRow]:
+    """`authenticate`, with the key's row (its expiry)."""
     row = store.get_api_key_by_hash(session, hash_secret(secret or ""))
     if row is None or row.revoked_at is not None:
         raise Unauthorized("invalid or revoked API key")
@@ -131,7 +136,7 @@ def authenticate(session: Session, secret: str, now: datetime) -> UserRow:
     user = store.get_user(session, row.user_id)
     if user is None:
         raise Unauthorized("invalid API key")
-    return user
+    return user, row
 
 
 def revoke(session: Session, secret: str, now: datetime) -> None:

@@ -8,30 +8,39 @@ Ledger accounts (all in the deployment's currency):
 - `platform:app_sales`: a clearing account each call passes through (it nets to zero per call);
   the platform's share goes to `platform:revenue`; paid-out earnings to `platform:app_payouts`.
 
-A call (`charge_call`), in one transaction: the caller's cash pays the price into `app_sales`,
-which passes the developer's share (rounded down to the micro-unit, `core.apps.split`) to their
-pending account and the rest to revenue. Credits (trial, SLA, grants) are for GPU time and do
-not pay for calls: a developer's share becomes money paid out, and promotional credit must not
-turn into it. Idempotent per (caller, call key); a caller whose cash does not cover the price is
-refused (InsufficientBalance) and nothing moves. A refund (`refund_call`) within the 7 days
-reverses both shares and pays the caller back in cash. `mature` moves shares older than 7 days
-to available; `request_payout` moves available earnings to the payout account; `mark_paid`
-(operator) closes it into `app_payouts`.
+A call is recorded by the gateway (`record_call`: one row, idempotent per caller and call key,
+its split computed: the developer's share rounded down to the micro-unit, `core.apps.split`)
+and posted by the settlement pass (`settle`, the apps reconciler, every second or so): in one
+transaction per batch, each caller's cash pays their calls into `app_sales`, which passes each
+developer's shares to their pending account and the rest to revenue. Posting in batches keeps
+the ledger off the call's path (one statement per call, docs/benchmarks/marketplace.md); until
+settled, a call counts against the caller's `spendable` cash. Credits (trial, SLA, grants) are
+for GPU time and do not pay for calls: a developer's share becomes money paid out, and
+promotional credit must not turn into it. A refund (`refund_call`) within the 7 days settles the
+call if it was not yet, then reverses both shares and pays the caller back in cash. `mature`
+moves settled shares older than 7 days to available; `request_payout` moves available earnings
+to the payout account; `mark_paid` (operator) closes it into `app_payouts`.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Executable, Table, func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from cardhour.core import apps
-from cardhour.core.errors import Conflict, InsufficientBalance, InvalidInput, NotFound
+from cardhour.core.errors import Conflict, InvalidInput, NotFound
 from cardhour.core.money import Money
-from cardhour.db.app_models import AppCallRow, AppRow, AppVersionRow, PayoutRow
+from cardhour.db.app_models import AppCallRow, PayoutRow
 from cardhour.db.locking import for_claim, for_update
+from cardhour.db.models import LedgerAccountRow
 from cardhour.services import ledger
 from cardhour.services.ids import new_id
 
@@ -62,66 +71,135 @@ def open_developer_accounts(session: Session, developer_id: str, currency: str) 
         )
 
 
-def charge_call(
-    session: Session,
-    app: AppRow,
-    version: AppVersionRow,
-    caller_id: str,
-    call_key: str,
-    now: datetime,
-    currency: str,
-    duration_ms: int = 0,
-    developer_bp: int = apps.DEFAULT_DEVELOPER_SHARE_BP,
-) -> AppCallRow:
-    """Charge one successful call (module docstring); the same (caller, call key) again returns
-    the first call. Conflict when that key was used for another app."""
-    check_call_key(call_key)
-    cash = ledger.user_key(caller_id, ledger.CASH)
-    pending = ledger.user_key(app.developer_id, PENDING)
-    sales, revenue = ledger.platform_key(SALES), ledger.platform_key(REVENUE)
-    book = ledger.open_book(session, now, [cash, pending, sales, revenue])
-    existing = call_by_key(session, caller_id, call_key)  # after the lock: one at a time
-    if existing is not None:
-        if existing.app_id != app.id:
-            raise Conflict(f"call id {call_key!r} was used for another app", field="call_id")
-        return existing
-    developer, platform = apps.split(version.price_micros, developer_bp)
-    call = AppCallRow(
-        id=new_id(),
-        call_key=call_key,
-        app_id=app.id,
-        version=version.version,
-        caller_id=caller_id,
-        developer_id=app.developer_id,
-        status=OK,
-        price_micros=version.price_micros,
-        developer_micros=developer,
-        platform_micros=platform,
-        duration_ms=duration_ms,
-        at=now,
-        matures_at=now + MATURITY,
+@dataclass(frozen=True)
+class NewCall:
+    """A successful call as the gateway records it (prices in micro-units)."""
+
+    app_id: str
+    version: int
+    caller_id: str
+    developer_id: str
+    call_key: str
+    price_micros: int
+    duration_ms: int
+
+
+def call_row(call: NewCall, now: datetime, developer_bp: int) -> dict[str, object]:
+    """The `app_calls` row of a call: its split (`core.apps.split`), not yet settled."""
+    check_call_key(call.call_key)
+    developer, platform = apps.split(call.price_micros, developer_bp)
+    return {
+        "id": new_id(),
+        "call_key": call.call_key,
+        "app_id": call.app_id,
+        "version": call.version,
+        "caller_id": call.caller_id,
+        "developer_id": call.developer_id,
+        "status": OK,
+        "price_micros": call.price_micros,
+        "developer_micros": developer,
+        "platform_micros": platform,
+        "duration_ms": call.duration_ms,
+        "at": now,
+        "matures_at": now + MATURITY,
+        "settled_at": None,
+    }
+
+
+@functools.cache
+def record_statement(dialect: str) -> Executable:
+    """One INSERT of a call (`call_row` gives its parameters) that does nothing when the caller's
+    call key is already recorded (the unique key makes a call idempotent; no transaction of its
+    own is needed); returns the id inserted, or no row. Built once per dialect: a statement
+    rebuilt per call costs more than the round trip."""
+    insert = sqlite_insert if dialect == "sqlite" else pg_insert
+    table = cast(Table, AppCallRow.__table__)
+    return (
+        insert(table)
+        .on_conflict_do_nothing(index_elements=["caller_id", "call_key"])
+        .returning(table.c.id)
     )
-    have = book.balance(cash)
-    if have < call.price_micros:
-        shown = Money(max(have, 0), currency)
-        raise InsufficientBalance(
-            f"cash {shown.floor_str()} {currency} does not cover one call "
-            f"({Money(call.price_micros, currency).display()} {currency}); app calls are paid "
-            "in cash (top up), not with credits",
-            needed=Money(call.price_micros, currency).display(),
-            available=shown.floor_str(),
-        )
-    book.transfer(f"app_call:{call.id}", cash, sales, call.price_micros, "app_call", call.id)
-    if developer:
-        book.transfer(
-            f"app_call:{call.id}:developer", sales, pending, developer, "app_share", call.id
-        )
-    if platform:
-        book.transfer(f"app_call:{call.id}:platform", sales, revenue, platform, "app_fee", call.id)
+
+
+def record_call(
+    session: Session,
+    call: NewCall,
+    now: datetime,
+    developer_bp: int = apps.DEFAULT_DEVELOPER_SHARE_BP,
+) -> str | None:
+    """Record a successful call, unsettled; its id, or None when the key was recorded before."""
+    stmt = record_statement(session.get_bind().dialect.name)
+    return session.execute(stmt, call_row(call, now, developer_bp)).scalar()
+
+
+def settle(
+    session: Session, now: datetime, call_ids: Sequence[str] | None = None, limit: int = 5000
+) -> int:
+    """Post recorded calls (all unsettled ones up to `limit`, or those of `call_ids`) to the
+    ledger in one batch: each caller's cash pays their calls into `app_sales`, which passes each
+    developer's shares to their pending earnings and the rest to revenue. Cash may go below zero
+    here: the calls ran (the gateway checked the balance before each, `spendable`; callers
+    calling through several gateway processes at once can overspend by the calls those made in
+    the balance cache's lifetime). Returns the calls settled."""
+    stmt = select(AppCallRow).where(AppCallRow.settled_at.is_(None), AppCallRow.status == OK)
+    if call_ids is not None:
+        stmt = stmt.where(AppCallRow.id.in_(list(call_ids)))
+    calls = list(session.scalars(for_claim(stmt.order_by(AppCallRow.id).limit(limit))))
+    if not calls:
+        return 0
+    paid: dict[str, int] = {}
+    earned: dict[str, int] = {}
+    for call in calls:
+        paid[call.caller_id] = paid.get(call.caller_id, 0) + call.price_micros
+        earned[call.developer_id] = earned.get(call.developer_id, 0) + call.developer_micros
+    # a caller with a price to pay has a cash account: the gateway let them call on its balance
+    sales, revenue = ledger.platform_key(SALES), ledger.platform_key(REVENUE)
+    keys = [ledger.user_key(c, ledger.CASH) for c, amount in paid.items() if amount]
+    keys += [ledger.user_key(d, PENDING) for d in earned]
+    book = ledger.open_book(session, now, [*keys, sales, revenue])
+    batch = new_id()
+    for caller, amount in sorted(paid.items()):
+        if amount:
+            book.transfer(
+                f"app_calls:{batch}:{caller}", ledger.user_key(caller, ledger.CASH), sales,
+                amount, "app_call", batch,
+            )  # fmt: skip
+    for developer, amount in sorted(earned.items()):
+        if amount:
+            book.transfer(
+                f"app_calls:{batch}:share:{developer}", sales, ledger.user_key(developer, PENDING),
+                amount, "app_share", batch,
+            )  # fmt: skip
+    fee = sum(c.platform_micros for c in calls)
+    if fee:
+        book.transfer(f"app_calls:{batch}:fee", sales, revenue, fee, "app_fee", batch)
     book.flush()
-    session.add(call)
+    for call in calls:
+        call.settled_at = now
     session.flush()
-    return call
+    return len(calls)
+
+
+def spendable(session: Session, caller_id: str) -> int:
+    """The caller's cash as posted, less the price of their calls recorded but not settled yet:
+    what the gateway lets them spend on calls (credits do not pay for calls). One statement, so
+    one snapshot even outside a transaction (a settlement moves a call from one term to the
+    other)."""
+    cash = (
+        select(LedgerAccountRow.credits_posted - LedgerAccountRow.debits_posted)
+        .where(LedgerAccountRow.key == ledger.user_key(caller_id, ledger.CASH))
+        .scalar_subquery()
+    )
+    owed = (
+        select(func.sum(AppCallRow.price_micros))
+        .where(
+            AppCallRow.caller_id == caller_id,
+            AppCallRow.settled_at.is_(None),
+            AppCallRow.status == OK,
+        )
+        .scalar_subquery()
+    )
+    return int(session.scalar(select(func.coalesce(cash, 0) - func.coalesce(owed, 0))) or 0)
 
 
 def refund_call(session: Session, call_id: str, now: datetime) -> AppCallRow:
@@ -134,6 +212,8 @@ def refund_call(session: Session, call_id: str, now: datetime) -> AppCallRow:
         return call
     if call.matured_at is not None:
         raise Conflict(f"call {call_id} is past its {MATURITY.days}-day refund window")
+    if call.settled_at is None:  # post it first, then reverse it
+        settle(session, now, [call.id])
     sales, pending = ledger.platform_key(SALES), ledger.user_key(call.developer_id, PENDING)
     revenue, cash = ledger.platform_key(REVENUE), ledger.user_key(call.caller_id, ledger.CASH)
     book = ledger.open_book(session, now, [sales, pending, revenue, cash])
@@ -168,7 +248,10 @@ def mature(session: Session, now: datetime, limit: int = 5000) -> int:
     stmt = (
         select(AppCallRow)
         .where(
-            AppCallRow.status == OK, AppCallRow.matured_at.is_(None), AppCallRow.matures_at <= now
+            AppCallRow.status == OK,
+            AppCallRow.matured_at.is_(None),
+            AppCallRow.matures_at <= now,
+            AppCallRow.settled_at.is_not(None),
         )
         .order_by(AppCallRow.id)
         .limit(limit)
@@ -258,7 +341,7 @@ class Earnings:
     refunded: int
     gross: int  # what callers paid for calls not refunded
     developer_share: int
-    pending: int
+    pending: int  # in the ledger, and the shares of calls not yet settled
     available: int
     in_payout: int
     paid: int
@@ -281,6 +364,13 @@ def earnings(session: Session, developer_id: str) -> Earnings:
     for kind in EARNING_KINDS:
         row = ledger.store.get_account(session, ledger.user_key(developer_id, kind))
         balances[kind] = ledger.balance_of(row) if row is not None else 0
+    unsettled = session.scalar(
+        select(func.coalesce(func.sum(AppCallRow.developer_micros), 0)).where(
+            AppCallRow.developer_id == developer_id,
+            AppCallRow.settled_at.is_(None),
+            AppCallRow.status == OK,
+        )
+    )
     paid = session.scalar(
         select(func.coalesce(func.sum(PayoutRow.amount_micros), 0)).where(
             PayoutRow.developer_id == developer_id, PayoutRow.status == "paid"
@@ -291,7 +381,7 @@ def earnings(session: Session, developer_id: str) -> Earnings:
         refunded=by_status.get(REFUNDED, (0, 0, 0))[0],
         gross=ok[1],
         developer_share=ok[2],
-        pending=balances[PENDING],
+        pending=balances[PENDING] + int(unsettled or 0),
         available=balances[AVAILABLE],
         in_payout=balances[PAYOUT],
         paid=int(paid or 0),

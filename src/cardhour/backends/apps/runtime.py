@@ -16,6 +16,8 @@ processes (`min_replicas` is kept when scaling down; replicas start with calls):
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import shutil
 import subprocess
@@ -27,8 +29,6 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from cardhour.backends.base import BackendError
 from cardhour.core.apps import Scaling
@@ -82,14 +82,14 @@ class LocalAppRuntime:
         self.start_timeout = start_timeout
         self._pools: dict[str, _Pool] = {}
         self._lock = threading.Lock()
-        self._http = httpx.Client(timeout=httpx.Timeout(120.0, connect=5.0))
+        self._conns = threading.local()
 
     def call(self, spec: AppSpec, payload: dict[str, Any]) -> CallResult:
         replica = self._acquire(spec)
         started = time.perf_counter()
         try:
-            reply = self._http.post(f"http://127.0.0.1:{replica.port}/invoke", json=payload)
-        except httpx.HTTPError as exc:
+            status, raw = self._post(replica.port, json.dumps(payload).encode())
+        except (OSError, http.client.HTTPException) as exc:
             raise Unavailable(f"the replica did not answer: {exc}") from exc
         finally:
             pool = self._pools[spec.key]
@@ -98,10 +98,37 @@ class LocalAppRuntime:
                 replica.last_used = self.clock.now().timestamp()
         ms = int((time.perf_counter() - started) * 1000)
         try:
-            body = reply.json()
+            body = json.loads(raw)
         except ValueError:
-            body = {"error": reply.text[:500]}
-        return CallResult(reply.status_code, body, ms)
+            body = {"error": raw[:500].decode(errors="replace")}
+        return CallResult(status, body, ms)
+
+    def _post(self, port: int, body: bytes) -> tuple[int, bytes]:
+        """POST /invoke on a keep-alive connection of this thread's (http.client: a millisecond
+        less per call than httpx here, docs/benchmarks/marketplace.md). A connection the replica
+        closed while idle is opened again once, before anything was sent on it."""
+        conns: dict[int, http.client.HTTPConnection] = self._conns.__dict__.setdefault(
+            "by_port", {}
+        )
+        for attempt in (1, 2):
+            conn = conns.get(port)
+            fresh = conn is None
+            if conn is None:
+                conn = conns[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            try:
+                conn.request("POST", "/invoke", body, {"Content-Type": "application/json"})
+                reply = conn.getresponse()
+                return reply.status, reply.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                conn.close()
+                del conns[port]
+                if fresh or attempt == 2:
+                    raise
+            except BaseException:
+                conn.close()
+                del conns[port]
+                raise
+        raise AssertionError("unreachable")
 
     def replicas(self, key: str) -> int:
         pool = self._pools.get(key)
@@ -139,7 +166,6 @@ class LocalAppRuntime:
                 for replica in pool.replicas:
                     _stop(replica)
                 pool.replicas = []
-        self._http.close()
 
     # -- inside ---------------------------------------------------------------------------
 

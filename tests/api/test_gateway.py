@@ -1,0 +1,157 @@
+"""The marketplace gateway's fast path on both databases (services/app_calls.py): calls are
+recorded with one statement and posted to the ledger in batches; a caller's concurrent calls
+cannot spend more cash than they have; a call id runs once at a time; its caches go on serving
+while they are read again and follow a delisting or a revoked key."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import create_engine, select, text
+
+from cardhour.db.app_models import AppCallRow
+from cardhour.db.engine import normalise_url, transaction
+from cardhour.db.models import LedgerTransferRow
+from cardhour.services import accounts, app_calls, app_earnings, apps, ledger
+from tests.api.test_marketplace import MANIFEST, _admin, _package
+from tests.conftest import Api
+
+SLOW = {"query": "find the contract", "sleep": 0.8}
+
+
+def _listed(api: Api) -> tuple[dict[str, str], dict[str, str]]:
+    """A listed doc-search app (0.02 CNY a call, at most 2 replicas of 1 call each) and a
+    caller's headers."""
+    dev, caller, admin = api.signup(), api.signup(), _admin(api)
+    r = api.client.post(
+        "/api/v1/apps", headers=dev, json={"manifest": MANIFEST, "code_b64": _package()}
+    )
+    assert r.status_code == 201, r.text
+    api.client.post("/api/v1/apps/doc-search/submit", headers=dev)
+    assert api.client.post(
+        "/api/v1/admin/apps/doc-search/approve", headers=admin, json={}
+    ).is_success
+    return caller, admin
+
+
+def _invoke(api: Api, headers: dict[str, str], body: dict[str, object] | None = None) -> int:
+    r = api.client.post(
+        "/api/v1/apps/doc-search/invoke", headers=headers, json=body or {"query": "a b"}
+    )
+    return r.status_code
+
+
+def test_calls_are_recorded_then_posted_in_one_batch(api: Api) -> None:
+    caller, _ = _listed(api)
+    api.top_up(caller, "1")
+    assert [_invoke(api, caller) for _ in range(3)] == [200, 200, 200]
+    with transaction(api.platform.sessions) as s:
+        calls = s.scalars(select(AppCallRow)).all()
+        assert len(calls) == 3 and all(c.settled_at is None for c in calls)
+        caller_id = calls[0].caller_id
+        assert app_earnings.spendable(s, caller_id) == 940_000  # counted before posting
+    assert api.client.get("/api/v1/balance", headers=caller).json()["cash"] == "1.00"
+    api.settle()  # the apps reconciler posts them
+    with transaction(api.platform.sessions) as s:
+        assert all(c.settled_at is not None for c in s.scalars(select(AppCallRow)))
+        kinds = s.scalars(
+            select(LedgerTransferRow.kind).where(LedgerTransferRow.kind.like("app_%"))
+        )
+        assert sorted(kinds) == ["app_call", "app_fee", "app_share"]  # one batch
+        assert app_earnings.spendable(s, caller_id) == 940_000
+        assert ledger.verify(s).balanced
+    assert api.client.get("/api/v1/balance", headers=caller).json()["cash"] == "0.94"
+
+
+def test_concurrent_calls_cannot_spend_more_cash_than_there_is(api: Api) -> None:
+    caller, _ = _listed(api)
+    api.top_up(caller, "0.04")  # two calls' worth
+    with ThreadPoolExecutor(3) as pool:
+        codes = sorted(pool.map(lambda _: _invoke(api, caller, SLOW), range(3)))
+    assert codes == [200, 200, 402]
+    api.settle()
+    with transaction(api.platform.sessions) as s:
+        user = accounts.authenticate(s, caller["Authorization"].split()[1], api.clock.now())
+        assert ledger.balance_of(ledger.store.get_account(s, ledger.user_key(user.id, "cash"))) == 0
+        assert ledger.verify(s).balanced
+
+
+def test_a_call_id_runs_once_at_a_time_and_is_charged_once(api: Api) -> None:
+    caller, _ = _listed(api)
+    api.top_up(caller, "1")
+    same = {**caller, "X-Call-Id": "order-7"}
+    with ThreadPoolExecutor(2) as pool:
+        codes = sorted(pool.map(lambda _: _invoke(api, same, SLOW), range(2)))
+    assert codes == [200, 409]
+    assert _invoke(api, same) == 409  # charged: a retry neither runs nor charges
+    with transaction(api.platform.sessions) as s:
+        assert s.scalar(select(AppCallRow.call_key)) == "order-7"
+        assert len(s.scalars(select(AppCallRow)).all()) == 1
+
+
+def test_a_delisting_here_is_seen_at_once(api: Api) -> None:
+    caller, admin = _listed(api)
+    api.top_up(caller, "1")
+    assert _invoke(api, caller) == 200  # the app is cached now
+    r = api.client.post(
+        "/api/v1/admin/apps/doc-search/delist", headers=admin, json={"reason": "gone"}
+    )
+    assert r.is_success
+    assert _invoke(api, caller) == 404
+
+
+def test_stale_entries_serve_while_read_again_then_follow_the_database(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change made elsewhere (another process: here the services, without `forget`): the
+    gateway serves its entry until a read on its refresher thread finds the change."""
+    caller, _ = _listed(api)
+    api.top_up(caller, "1")
+    assert _invoke(api, caller) == 200
+    monkeypatch.setattr(app_calls, "APP_TTL", 0.2)
+    monkeypatch.setattr(app_calls, "KEY_TTL", 0.2)
+    with transaction(api.platform.sessions) as s:
+        admin = accounts.get_user(s, _admin_id(api))
+        assert admin
+        apps.decide(s, admin, "doc-search", "delist", "elsewhere", api.clock.now())
+        accounts.revoke(s, caller["Authorization"].split()[1], api.clock.now())
+    time.sleep(0.25)
+    assert _invoke(api, caller) == 200  # stale: served, and read again meanwhile
+    deadline = time.monotonic() + 5
+    while (code := _invoke(api, caller)) == 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert code in (401, 404)  # whichever read landed first
+    time.sleep(0.3)
+    assert _invoke(api, caller) == 401  # the key is gone for good
+    with transaction(api.platform.sessions) as s:
+        assert len(s.scalars(select(AppCallRow)).all()) >= 2  # the stale calls were charged
+
+
+def _admin_id(api: Api) -> str:
+    email, password = api.platform.bootstrap_admin()
+    with transaction(api.platform.sessions) as s:
+        return accounts.sign_in(s, email, password).id
+
+
+def test_a_connection_the_database_dropped_is_opened_again(api: Api) -> None:
+    if api.platform.statements.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL: SQLite has no server to drop connections")
+    caller, _ = _listed(api)
+    api.top_up(caller, "1")
+    assert _invoke(api, caller) == 200  # the gateway's connection is pooled now
+    url = normalise_url(str(api.platform.statements.url.render_as_string(hide_password=False)))
+    killer = create_engine(url, isolation_level="AUTOCOMMIT")
+    with killer.connect() as conn:
+        dropped = conn.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        ).scalar()
+    killer.dispose()
+    assert dropped and dropped >= 1
+    assert _invoke(api, caller) == 200
+    with transaction(api.platform.sessions) as s:
+        assert len(s.scalars(select(AppCallRow)).all()) == 2
