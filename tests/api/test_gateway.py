@@ -155,3 +155,22 @@ def test_a_connection_the_database_dropped_is_opened_again(api: Api) -> None:
     assert _invoke(api, caller) == 200
     with transaction(api.platform.sessions) as s:
         assert len(s.scalars(select(AppCallRow)).all()) == 2
+
+
+def test_bad_calls_get_clear_errors_and_the_route_is_documented(api: Api) -> None:
+    caller, _ = _listed(api)
+    url = "/api/v1/apps/doc-search/invoke"
+    cases = [
+        ({}, b"{}", 401, "unauthorized"),
+        (caller, b"{not json", 422, "invalid_input"),
+        (caller, b"[1, 2]", 422, "invalid_input"),
+        ({**caller, "X-Call-Id": "x" * 129}, b"{}", 422, "invalid_input"),
+    ]
+    for headers, body, status, code in cases:
+        r = api.client.post(
+            url, headers={**headers, "Content-Type": "application/json"}, content=body
+        )
+        assert (r.status_code, r.json()["error"]["code"]) == (status, code), r.text
+    assert api.client.post("/api/v1/apps/nope/invoke", headers=caller, json={}).status_code == 404
+    spec = api.client.get("/openapi.json").json()["paths"]["/api/v1/apps/{slug}/invoke"]["post"]
+    assert "X-Call-Id" in {p["name"].title() for p in spec["parameters"]}

@@ -39,7 +39,7 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     errors.install(app)
-    app.include_router(apps.gateway, prefix="/api/v1")
+    apps.mount_gateway(app, "/api/v1")
     for module in (
         auth,
         billing,
