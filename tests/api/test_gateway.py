@@ -174,3 +174,18 @@ def test_bad_calls_get_clear_errors_and_the_route_is_documented(api: Api) -> Non
     assert api.client.post("/api/v1/apps/nope/invoke", headers=caller, json={}).status_code == 404
     spec = api.client.get("/openapi.json").json()["paths"]["/api/v1/apps/{slug}/invoke"]["post"]
     assert "X-Call-Id" in {p["name"].title() for p in spec["parameters"]}
+
+
+def test_an_app_whose_requirements_are_not_installed_does_not_start(api: Api) -> None:
+    dev, caller, admin = api.signup(), api.signup(), _admin(api)
+    manifest = MANIFEST.replace("[numpy]", "[numpy, not-a-package-here==1.0]")
+    body = {"manifest": manifest, "code_b64": _package()}
+    assert api.client.post("/api/v1/apps", headers=dev, json=body).status_code == 201
+    api.client.post("/api/v1/apps/doc-search/submit", headers=dev)
+    api.client.post("/api/v1/admin/apps/doc-search/approve", headers=admin, json={})
+    api.top_up(caller, "1")
+    r = api.client.post("/api/v1/apps/doc-search/invoke", headers=caller, json={"query": "x"})
+    assert r.status_code == 503
+    assert "lacks its requirements not-a-package-here==1.0" in r.json()["error"]["message"]
+    with transaction(api.platform.sessions) as s:
+        assert s.scalars(select(AppCallRow)).all() == []  # not charged

@@ -43,9 +43,13 @@ def _admin(api: Api) -> dict[str, str]:
     return {"Authorization": f"Bearer {r.json()['api_key']}"}
 
 
-MANIFEST = GOOD.replace("resources: {gpu: H100, milli_gpu: 250, memory_gb: 8}\n", "").replace(
-    "max_replicas: 4, target_concurrency: 4, idle_seconds: 300",
-    "max_replicas: 2, target_concurrency: 1, idle_seconds: 60",
+MANIFEST = (
+    GOOD.replace("resources: {gpu: H100, milli_gpu: 250, memory_gb: 8}\n", "")
+    .replace(
+        "max_replicas: 4, target_concurrency: 4, idle_seconds: 300",
+        "max_replicas: 2, target_concurrency: 1, idle_seconds: 60",
+    )
+    .replace("[sentence-transformers==3.0.1]", "[numpy]")  # installed here: replicas start
 )
 
 

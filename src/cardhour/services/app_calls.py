@@ -279,6 +279,7 @@ class Gateway:
             apps.package_path(self.code_dir, app.id, version.code_sha256),
             manifest.entrypoint,
             manifest.scaling,
+            tuple(manifest.requirements),
         )
         self._apps[slug] = entry = _Live(
             app.id, app.developer_id, version.version, version.price_micros, spec, at

@@ -2,7 +2,9 @@
 
 This is the `sim` deployment's runtime: the app really runs (its Python code, on this host's
 CPU, with the platform's Python and packages, as the platform's OS user, with none of its
-environment); GPUs are not attached. It is no sandbox: run only apps you have reviewed.
+environment); GPUs are not attached. It is no sandbox: run only apps you have reviewed. An app
+whose manifest requirements this Python lacks does not start (`Unavailable`, naming them): the
+operator installs them (the demo apps': `make install`).
 
 Per app version it keeps between `min_replicas` and `max_replicas`
 processes (`min_replicas` is kept when scaling down; replicas start with calls):
@@ -17,8 +19,10 @@ processes (`min_replicas` is kept when scaling down; replicas start with calls):
 from __future__ import annotations
 
 import http.client
+import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +53,26 @@ class AppSpec:
     package: Path  # the uploaded zip
     entrypoint: str
     scaling: Scaling
+    requirements: tuple[str, ...] = ()  # the manifest's; must be installed here (`missing`)
+
+
+def missing(requirements: tuple[str, ...]) -> list[str]:
+    """The requirements this Python lacks: not installed, or not at an `==` pinned version
+    (other version specifiers are not checked)."""
+    lacking = []
+    for line in requirements:
+        name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
+        if name is None:
+            continue
+        try:
+            have = importlib.metadata.version(name.group(0))
+        except importlib.metadata.PackageNotFoundError:
+            lacking.append(line)
+            continue
+        pin = re.search(r"==\s*([^,;\s]+)", line)
+        if pin and pin.group(1) != have:
+            lacking.append(f"{line} (installed: {have})")
+    return lacking
 
 
 @dataclass
@@ -213,6 +237,12 @@ class LocalAppRuntime:
             time.sleep(0.02)
 
     def _start(self, spec: AppSpec) -> Replica:
+        if lacking := missing(spec.requirements):
+            raise Unavailable(
+                f"replica of {spec.key} cannot start: this platform lacks its requirements "
+                f"{', '.join(lacking)} (replicas use the platform's Python packages: the "
+                "operator installs them)"
+            )
         try:
             folder = self._unpack(spec)
             log = (self.work_dir / f"{folder.name}.log").open("ab")
