@@ -40,7 +40,7 @@ from cardhour.reconcilers.provisioning import ProvisioningReconciler
 from cardhour.reconcilers.scheduling import SchedulingReconciler
 from cardhour.reconcilers.sla import SlaReconciler
 from cardhour.scheduler import Scheduler
-from cardhour.services import accounts, ledger, pricing, scheduling
+from cardhour.services import accounts, demo_apps, ledger, pricing, scheduling
 from cardhour.services.app_calls import Gateway
 from cardhour.settings import Settings, load_catalog
 
@@ -178,6 +178,22 @@ class Platform:
         with transaction(self.sessions) as session:
             accounts.ensure_admin(session, email, password, self.clock.now(), self.trial())
         return email, password
+
+    def install_demo_apps(self) -> list[demo_apps.DemoApp]:
+        """List the demo apps (`services.demo_apps`; `cardhour up` calls it after
+        `bootstrap_admin`); none when the setting is off or the folder is not here."""
+        market = self.settings.marketplace
+        folder = market.demo_apps_dir or Path(__file__).resolve().parents[2] / "examples" / "apps"
+        if not market.demo_apps or not folder.is_dir():
+            return []
+        return demo_apps.install(
+            self.sessions,
+            folder,
+            self.app_code_dir,
+            self.settings.admin_email,
+            self.trial(),
+            self.clock.now(),
+        )
 
     def trial(self) -> accounts.Trial:
         """The sign-up credit every new account gets once."""

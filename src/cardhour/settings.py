@@ -67,6 +67,15 @@ class MarketplaceSettings(BaseModel):
     start_timeout_seconds: float = Field(
         default=30, gt=0, description="How long a call waits for a replica's cold start."
     )
+    demo_apps: bool = Field(
+        default=True,
+        description="`cardhour up` lists the demo apps (document search, image restoration, "
+        "text to speech) in the marketplace, once.",
+    )
+    demo_apps_dir: Path | None = Field(
+        default=None,
+        description="Where the demo apps are (default: examples/apps of the source checkout).",
+    )
 
 
 class ReconcilerSettings(BaseModel):

@@ -231,10 +231,16 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     one_line_error(bad_dir, "invalid_input")
 
 
-def test_up_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+def test_up_lists_the_demo_apps_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     srv = start_server(tmp_path)
     try:
         assert httpx.get(f"{srv.url}/api/v1/health", timeout=10).json()["status"] == "ok"
+        listed = httpx.get(f"{srv.url}/api/v1/apps", timeout=10).json()
+        assert sorted((a["slug"], a["category"]) for a in listed) == [
+            ("image-restore", "image-restoration"),
+            ("rag-search", "rag"),
+            ("tts", "speech"),
+        ]
     finally:
         assert stop_server(srv.proc) == 0
     assert "cardhour stopped" in srv.log.read_text()

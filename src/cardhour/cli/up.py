@@ -49,6 +49,7 @@ def up(
     platform = Platform(settings)
     try:
         email, password = platform.bootstrap_admin()
+        listed = [(a.slug, a.outcome) for a in platform.install_demo_apps()]
         sock = _listen(settings.host, settings.port)
         server = uvicorn.Server(
             uvicorn.Config(create_app(platform), log_level="info", access_log=False)
@@ -56,7 +57,7 @@ def up(
         signal.signal(signal.SIGTERM, _interrupt)
         platform.start()
         url = _url(settings.host, sock.getsockname()[1])
-        _banner(url, email, password, settings.data_dir)
+        _banner(url, email, password, settings.data_dir, listed)
         # uvicorn shuts down gracefully on a signal, then re-raises it: KeyboardInterrupt here.
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
@@ -110,7 +111,9 @@ def _command_name() -> str:
     return str(own)
 
 
-def _banner(url: str, email: str, password: str, data_dir: Path) -> None:
+def _banner(
+    url: str, email: str, password: str, data_dir: Path, demo: list[tuple[str, str]]
+) -> None:
     cmd = _command_name()
     lines = [
         f"cardhour is up at {url}",
@@ -118,6 +121,7 @@ def _banner(url: str, email: str, password: str, data_dir: Path) -> None:
         f"  API docs  {url}/api/docs",
         f"  admin     {email}  password: {password}",
         f"  data      {data_dir.resolve()}",
+        *(f"  app       {slug}: {outcome}  {url}/apps" for slug, outcome in demo),
         "",
         "Try it from another terminal:",
         f"  {cmd} signup --url {url}",

@@ -139,6 +139,10 @@ def authenticate_key(session: Session, secret: str, now: datetime) -> tuple[User
     return user, row
 
 
+def find_by_email(session: Session, email: str) -> UserRow | None:
+    return store.get_user_by_email(session, email)
+
+
 def revoke(session: Session, secret: str, now: datetime) -> None:
     row = store.get_api_key_by_hash(session, hash_secret(secret or ""))
     if row is not None and row.revoked_at is None:
