@@ -14,6 +14,7 @@ import typer
 
 from cardhour.cli import (
     admin,
+    apps,
     auth,
     balance,
     estimate,
@@ -148,6 +149,28 @@ SSH_KEYS_COMMANDS: dict[str, Callable[..., None]] = {
 for _name, _command in SSH_KEYS_COMMANDS.items():
     ssh_keys_app.command(_name)(_one_line_errors(_command))
 app.add_typer(ssh_keys_app, name="ssh-keys")
+
+apps_app = typer.Typer(
+    name="apps",
+    help="The AI app marketplace: call apps per call; publish yours (70% of each call).",
+    no_args_is_help=True,
+)
+APPS_COMMANDS: dict[str, Callable[..., None]] = {
+    "list": apps.list_apps,
+    "show": apps.show,
+    "call": apps.call,
+    "mine": apps.mine,
+    "publish": apps.publish,
+    "submit": apps.submit,
+    "rollback": apps.rollback,
+    "earnings": apps.earnings,
+    "payout": apps.payout,
+    "payouts": apps.payouts,
+}
+for _name, _command in APPS_COMMANDS.items():
+    apps_app.command(_name)(_one_line_errors(_command))
+app.add_typer(apps_app, name="apps")
+admin_app.command("app")(_one_line_errors(apps.decide))
 
 ledger_app = typer.Typer(
     name="ledger", help="The ledger, on the server's own database.", no_args_is_help=True

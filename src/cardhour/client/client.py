@@ -11,6 +11,7 @@ the server acts once per key, so such a request is retried after a network error
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from typing import Any, TypeVar
@@ -19,6 +20,16 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
+from cardhour.api.app_schemas import (
+    AppDecision,
+    AppPublish,
+    AppRead,
+    AppRollback,
+    EarningsRead,
+    InvokeRead,
+    PayoutCreate,
+    PayoutRead,
+)
 from cardhour.api.proposal_schemas import (
     AssignmentRead,
     DecisionCreate,
@@ -233,6 +244,55 @@ class CardhourClient:
     def images(self) -> list[ImageRead]:
         return self._call(list[ImageRead], "GET", "/images")
 
+    # -- the app marketplace -----------------------------------------------------------------
+
+    def apps(self, category: str | None = None) -> list[AppRead]:
+        params = {"category": category} if category else None
+        return self._call(list[AppRead], "GET", "/apps", params=params)
+
+    def my_apps(self) -> list[AppRead]:
+        return self._call(list[AppRead], "GET", "/apps/mine")
+
+    def app(self, slug: str) -> AppRead:
+        return self._call(AppRead, "GET", _app_path(slug))
+
+    def publish_app(self, manifest: str, code_zip: bytes) -> AppRead:
+        """A new version of an app (the first creates it, in draft); `code_zip` as
+        `core.apps.pack` makes it."""
+        body = AppPublish(manifest=manifest, code_b64=base64.b64encode(code_zip).decode())
+        return self._call(AppRead, "POST", "/apps", json=body.model_dump())
+
+    def submit_app(self, slug: str) -> AppRead:
+        return self._call(AppRead, "POST", _app_path(slug, "/submit"))
+
+    def rollback_app(self, slug: str, version: int) -> AppRead:
+        body = AppRollback(version=version).model_dump()
+        return self._call(AppRead, "POST", _app_path(slug, "/rollback"), json=body)
+
+    def invoke(self, slug: str, payload: dict[str, Any], call_id: str | None = None) -> InvokeRead:
+        """One paid call; a `call_id` makes it idempotent (a repeat is refused with 409, never
+        run or charged twice)."""
+        headers = {"X-Call-Id": call_id} if call_id else None
+        return self._call(
+            InvokeRead, "POST", _app_path(slug, "/invoke"), json=payload, headers=headers
+        )
+
+    def earnings(self) -> EarningsRead:
+        return self._call(EarningsRead, "GET", "/developer/earnings")
+
+    def request_payout(self, amount: str | None = None) -> PayoutRead:
+        body = PayoutCreate(amount=amount).model_dump()
+        return self._call(PayoutRead, "POST", "/developer/payouts", json=body)
+
+    def payouts(self) -> list[PayoutRead]:
+        return self._call(list[PayoutRead], "GET", "/developer/payouts")
+
+    def admin_decide_app(self, slug: str, action: str, reason: str | None = None) -> AppRead:
+        """`approve`, `reject` (with a reason) or `delist`."""
+        body = AppDecision(reason=reason).model_dump()
+        path = f"/admin/apps/{quote(slug, safe='')}/{quote(action, safe='')}"
+        return self._call(AppRead, "POST", path, json=body)
+
     def health(self) -> HealthRead:
         return self._call(HealthRead, "GET", "/health")
 
@@ -392,6 +452,10 @@ def _statement_path(month: str) -> str:
 
 def _proposal_path(proposal_id: str, suffix: str = "") -> str:
     return f"/proposals/{quote(proposal_id, safe='')}{suffix}"
+
+
+def _app_path(slug: str, suffix: str = "") -> str:
+    return f"/apps/{quote(slug, safe='')}{suffix}"
 
 
 def _instance_path(ident: str, suffix: str = "") -> str:

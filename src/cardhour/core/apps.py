@@ -28,7 +28,9 @@ remainder, so the two always add up to the price exactly (70/30 by default: 0.00
 
 from __future__ import annotations
 
+import io
 import re
+import zipfile
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any
@@ -214,3 +216,23 @@ def split(price_micros: int, developer_bp: int = DEFAULT_DEVELOPER_SHARE_BP) -> 
         raise ValueError("a price ≥ 0 and a share between 0 and 10000 basis points")
     developer = price_micros * developer_bp // BASIS_POINTS
     return developer, price_micros - developer
+
+
+#: the manifest's file name in an app's folder (the rest of the folder is its code)
+MANIFEST_FILE = "cardhour-app.yaml"
+
+
+def pack(files: dict[str, bytes]) -> bytes:
+    """An app's code as the zip an upload carries, from its files (relative path → content);
+    in memory, deterministic (sorted, fixed timestamps), so the same code has the same hash."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in sorted(files):
+            z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), files[name])
+    return out.getvalue()
+
+
+def code_files(names: list[str]) -> list[str]:
+    """Which of an app folder's files (relative POSIX paths) are its code: not the manifest,
+    no caches."""
+    return [n for n in names if n != MANIFEST_FILE and "__pycache__" not in n.split("/")]

@@ -6,9 +6,7 @@ the reason (replicas use the platform's packages, `backends.apps.runtime.missing
 
 from __future__ import annotations
 
-import io
 import secrets
-import zipfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +21,7 @@ from cardhour.db.engine import transaction
 from cardhour.services import accounts, apps
 
 DEMO_DEVELOPER = "demo-apps@cardhour.local"
-MANIFEST = "cardhour-app.yaml"
+MANIFEST = core_apps.MANIFEST_FILE
 
 
 @dataclass(frozen=True)
@@ -33,13 +31,9 @@ class DemoApp:
 
 
 def package(folder: Path) -> bytes:
-    """The folder's files but the manifest, zipped as an upload is."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and path.name != MANIFEST and "__pycache__" not in path.parts:
-                z.write(path, path.relative_to(folder).as_posix())
-    return out.getvalue()
+    """The folder's code, zipped as an upload is (`core.apps.pack`)."""
+    names = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+    return core_apps.pack({n: (folder / n).read_bytes() for n in core_apps.code_files(names)})
 
 
 def install(
