@@ -42,6 +42,7 @@ from cardhour.reconcilers.sla import SlaReconciler
 from cardhour.scheduler import Scheduler
 from cardhour.services import accounts, demo_apps, ledger, pricing, scheduling
 from cardhour.services.app_calls import Gateway
+from cardhour.services.app_replicas import ReplicaPlacer
 from cardhour.settings import Settings, load_catalog
 
 log = logging.getLogger("cardhour")
@@ -110,6 +111,7 @@ class Platform:
             settings.data_dir / "app-replicas",
             self.clock,
             settings.marketplace.start_timeout_seconds,
+            ReplicaPlacer(self.sessions, self.catalog, lambda: self.policy, self.clock),
         )
         self.statements = make_statement_engine(url)
         self.gateway = Gateway(

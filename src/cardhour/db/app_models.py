@@ -92,3 +92,23 @@ class PayoutRow(Base):
     requested_at: Mapped[datetime] = mapped_column(TS)
     paid_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     reference: Mapped[str | None] = mapped_column(String(128), nullable=True)  # the bank's
+
+
+class AppReplicaRow(Base):
+    """Capacity one app replica holds on the fleet: `milli` of each GPU in `gpus` (a fraction of
+    one, or whole ones), CPU and memory on one node, placed by the scheduler like a container.
+    `runtime_id` is the gateway process that runs it; it refreshes `seen_at`, and a row not seen
+    for a while (its process died) is released by any apps reconciler."""
+
+    __tablename__ = "app_replicas"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    app_key: Mapped[str] = mapped_column(String(64))  # "<app id>:<version>"
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    gpus: Mapped[str] = mapped_column(String(64), default="")  # GPU indices, "0,1"; "" none
+    milli: Mapped[int] = mapped_column(Integer, default=0)  # per GPU in `gpus`
+    cpu_milli: Mapped[int] = mapped_column(Integer)
+    memory_mib: Mapped[int] = mapped_column(Integer)
+    runtime_id: Mapped[str] = mapped_column(String(32), index=True)
+    created_at: Mapped[datetime] = mapped_column(TS)
+    seen_at: Mapped[datetime] = mapped_column(TS, index=True)

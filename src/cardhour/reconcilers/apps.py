@@ -1,7 +1,9 @@
 """The marketplace's slow work: calls the gateway recorded are posted to the ledger
 (`services.app_earnings.settle`, in batches), developers' shares older than 7 days become
 available (`services.app_earnings.mature`), and the autoscaler stops replicas idle past their app's
-`idle_seconds`, down to its `min_replicas` (scaling up happens as calls arrive)."""
+`idle_seconds`, down to its `min_replicas` (scaling up happens as calls arrive); the fleet
+shares of this process's replicas are marked seen, and those no process has seen for a minute
+are released (`services.app_replicas`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from cardhour.backends.apps.runtime import LocalAppRuntime
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
-from cardhour.services import app_earnings
+from cardhour.services import app_earnings, app_replicas
 
 
 class AppsReconciler(Reconciler):
@@ -31,4 +33,10 @@ class AppsReconciler(Reconciler):
                 matured = app_earnings.mature(session, self.clock.now())
         finally:
             self.runtime.scale_down()  # whatever happened to the money
-        return settled + matured > 0
+            placer = self.runtime.placer
+            with transaction(self.sessions) as session:
+                if placer is not None:
+                    live = [p.replica_id for p in self.runtime.placed()]
+                    app_replicas.heartbeat(session, placer.runtime_id, live, self.clock.now())
+                expired = app_replicas.expire(session, self.clock.now())
+        return settled + matured + expired > 0

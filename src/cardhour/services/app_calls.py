@@ -280,6 +280,7 @@ class Gateway:
             manifest.entrypoint,
             manifest.scaling,
             tuple(manifest.requirements),
+            manifest.resources,
         )
         self._apps[slug] = entry = _Live(
             app.id, app.developer_id, version.version, version.price_micros, spec, at

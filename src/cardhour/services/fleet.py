@@ -91,7 +91,8 @@ class FleetView:
 
 
 def load(session: Session, catalog: Catalog, all_free: bool = False) -> FleetView:
-    """The fleet as the engine sees it; `all_free` ignores allocations (what could ever fit)."""
+    """The fleet as the engine sees it: instances' allocations and app replicas' shares held;
+    `all_free` ignores them (what could ever fit)."""
     rows = store.list_nodes(session)
     specs = {row.id: spec_of(row) for row in rows}
     state, held = placement.build_held(
@@ -100,8 +101,16 @@ def load(session: Session, catalog: Catalog, all_free: bool = False) -> FleetVie
         {row.id for row in rows if not row.schedulable},
         None if all_free else store.allocations_by_instance(session),
         set() if all_free else instance_store.bare_metal_ids(session),
+        () if all_free else _shares(session),
     )
     return FleetView(state, specs, {row.id: row.allocation_version for row in rows}, held)
+
+
+def _shares(session: Session) -> list[placement.Share]:
+    return [
+        placement.Share(rid, node, tuple(int(g) for g in gpus.split(",") if g), milli, cpu, mem)
+        for rid, node, gpus, milli, cpu, mem in store.replica_shares(session)
+    ]
 
 
 def node_usage(session: Session) -> list[tuple[NodeRow, list[int]]]:

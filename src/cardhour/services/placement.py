@@ -48,6 +48,19 @@ DEFAULT_SIZES = (1, 2, 4, 8)  # the typical workload when no instance was ever r
 Allocations = Mapping[str, Mapping[str, Collection[int]]]
 
 
+@dataclass(frozen=True)
+class Share:
+    """Capacity held on one node by something other than an instance (an app replica):
+    `milli` of each GPU in `gpus` (none: CPU and memory only)."""
+
+    holder: str
+    node: str
+    gpus: tuple[int, ...]
+    milli: int
+    cpu_milli: int
+    memory_mib: int
+
+
 def gpu_domains(gpu_count: int, nvlink: bool) -> tuple[int, ...]:
     """GPU g's in-node domain: one NVLink domain, or two PCIe switches of half the GPUs each."""
     if nvlink:
@@ -87,9 +100,12 @@ def build_held(
     unschedulable: Collection[str] = (),
     allocations: Allocations | None = None,
     exclusive: Collection[str] = (),
+    shares: Sequence[Share] = (),
 ) -> tuple[FleetState, dict[str, Placement]]:
     """`build_state`, plus the placement held for each instance (instance id → `Placement`, as
-    assumed on the state; an instance none of whose GPUs exist on a known node is left out)."""
+    assumed on the state; an instance none of whose GPUs exist on a known node is left out).
+    `shares` are held on the state too, after the instances (not in the returned map); one
+    that no longer fits its node (the node shrank) holds its GPUs only, or nothing."""
     state = FleetState.build(
         [node_info(s, s.gpu_model in nvlink_models, s.id not in unschedulable) for s in specs]
     )
@@ -100,7 +116,23 @@ def build_held(
         placed = _hold(state, shapes, instance_id, on_nodes, instance_id in exclusive)
         if placed.bindings:
             placements[instance_id] = placed
+    for share in shares:
+        _hold_share(state, share)
     return state, placements
+
+
+def _hold_share(state: FleetState, share: Share) -> None:
+    i = state.index.get(share.node)
+    if i is None:
+        return
+    gpus = tuple(g for g in share.gpus if 0 <= g < int(state.gpu_count[i]))
+    binding = Binding(i, gpus, share.milli if gpus else 0, share.cpu_milli, share.memory_mib)
+    for held in (binding, replace(binding, cpu_milli=0, memory_mib=0)):
+        try:
+            state.assume(Placement(share.holder, (held,)))
+            return
+        except ValueError:
+            continue
 
 
 def _hold(

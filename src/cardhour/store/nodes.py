@@ -7,6 +7,7 @@ from collections import defaultdict
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from cardhour.db.app_models import AppReplicaRow
 from cardhour.db.locking import for_update
 from cardhour.db.models import AllocationRow, NodeRow
 
@@ -21,6 +22,20 @@ def list_nodes(session: Session, lock: bool = False) -> list[NodeRow]:
 def add_node(session: Session, row: NodeRow) -> None:
     session.add(row)
     session.flush()
+
+
+def replica_shares(session: Session) -> list[tuple[str, str, str, int, int, int]]:
+    """What app replicas hold: (replica id, node id, GPU indices "0,1", milli per GPU, CPU
+    milli, memory MiB)."""
+    stmt = select(
+        AppReplicaRow.id,
+        AppReplicaRow.node_id,
+        AppReplicaRow.gpus,
+        AppReplicaRow.milli,
+        AppReplicaRow.cpu_milli,
+        AppReplicaRow.memory_mib,
+    ).order_by(AppReplicaRow.id)
+    return [tuple(row) for row in session.execute(stmt)]  # type: ignore[misc]
 
 
 def used_gpus_by_node(session: Session) -> dict[str, set[int]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import http.client
 import importlib.metadata
 import json
+import logging
 import os
 import re
 import shutil
@@ -32,11 +33,13 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cardhour.backends.base import BackendError
-from cardhour.core.apps import Scaling
+from cardhour.core.apps import Resources, Scaling
 from cardhour.core.clock import Clock
+
+log = logging.getLogger("cardhour.apps")
 
 
 class Overloaded(BackendError):
@@ -54,6 +57,28 @@ class AppSpec:
     entrypoint: str
     scaling: Scaling
     requirements: tuple[str, ...] = ()  # the manifest's; must be installed here (`missing`)
+    resources: Resources = field(default_factory=Resources)  # per replica
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where the scheduler put a replica: `milli` of each of `gpus` on `node`."""
+
+    replica_id: str
+    node: str
+    gpus: tuple[int, ...]
+    milli: int
+
+
+class Placer(Protocol):
+    """Places a replica on the fleet before it starts and releases it after it stops
+    (`services.app_replicas.ReplicaPlacer`); raises when nothing fits."""
+
+    runtime_id: str
+
+    def place(self, key: str, resources: Resources) -> Placed: ...
+
+    def release(self, replica_id: str) -> None: ...
 
 
 def missing(requirements: tuple[str, ...]) -> list[str]:
@@ -81,6 +106,7 @@ class Replica:
     port: int
     in_flight: int = 0
     last_used: float = 0.0  # clock timestamp
+    placed: Placed | None = None
 
 
 @dataclass
@@ -100,10 +126,18 @@ class CallResult:
 
 
 class LocalAppRuntime:
-    def __init__(self, work_dir: Path, clock: Clock, start_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        clock: Clock,
+        start_timeout: float = 30.0,
+        placer: Placer | None = None,
+    ) -> None:
+        """`placer`: where replicas go on the fleet (None: nowhere, they only run here)."""
         self.work_dir = work_dir
         self.clock = clock
         self.start_timeout = start_timeout
+        self.placer = placer
         self._pools: dict[str, _Pool] = {}
         self._lock = threading.Lock()
         self._conns = threading.local()
@@ -158,6 +192,15 @@ class LocalAppRuntime:
         pool = self._pools.get(key)
         return len(pool.replicas) if pool else 0
 
+    def placed(self) -> list[Placed]:
+        """Where the replicas running now were placed."""
+        return [
+            r.placed
+            for pool in list(self._pools.values())
+            for r in list(pool.replicas)
+            if r.placed is not None
+        ]
+
     def endpoint(self, key: str) -> int | None:
         """A replica's port (benchmarks call it directly to measure the gateway)."""
         pool = self._pools.get(key)
@@ -181,14 +224,14 @@ class LocalAppRuntime:
                         keep.append(replica)
                 pool.replicas = keep
         for replica in doomed:  # outside the locks: calls go on meanwhile
-            _stop(replica)
+            self._stop(replica)
         return len(doomed)
 
     def stop_all(self) -> None:
         for pool in list(self._pools.values()):
             with pool.lock:
                 for replica in pool.replicas:
-                    _stop(replica)
+                    self._stop(replica)
                 pool.replicas = []
 
     # -- inside ---------------------------------------------------------------------------
@@ -243,13 +286,26 @@ class LocalAppRuntime:
                 f"{', '.join(lacking)} (replicas use the platform's Python packages: the "
                 "operator installs them)"
             )
+        placed = self.placer.place(spec.key, spec.resources) if self.placer else None
+        try:
+            return self._spawn(spec, placed)
+        except BaseException:
+            if placed is not None and self.placer is not None:
+                self.placer.release(placed.replica_id)
+            raise
+
+    def _spawn(self, spec: AppSpec, placed: Placed | None) -> Replica:
         try:
             folder = self._unpack(spec)
             log = (self.work_dir / f"{folder.name}.log").open("ab")
             # the app's code is not the platform's: none of its environment (database URL,
-            # secrets) and not its working directory
+            # secrets) and not its working directory; where it was placed (simulated GPUs)
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder),
                    "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+            if placed is not None:
+                env |= {"CARDHOUR_NODE": placed.node,
+                        "CUDA_VISIBLE_DEVICES": ",".join(map(str, placed.gpus)),
+                        "CARDHOUR_GPU_MILLI": str(placed.milli)}  # fmt: skip
             process = subprocess.Popen(
                 [sys.executable, "-m", "cardhour.backends.apps.runner", "--dir", str(folder),
                  "--entrypoint", spec.entrypoint, "--port", "0"],
@@ -262,9 +318,17 @@ class LocalAppRuntime:
             raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
         port = _read_port(process, self.start_timeout)
         if port is None:
-            _stop(Replica(process, 0))
+            _kill(process)
             raise Unavailable(f"replica of {spec.key} did not start (see {log.name})")
-        return Replica(process, port, 0, self.clock.now().timestamp())
+        return Replica(process, port, 0, self.clock.now().timestamp(), placed)
+
+    def _stop(self, replica: Replica) -> None:
+        _kill(replica.process)
+        if replica.placed is not None and self.placer is not None:
+            try:
+                self.placer.release(replica.placed.replica_id)
+            except Exception:  # noqa: BLE001 - no heartbeat for it now: its share expires
+                log.warning("releasing replica %s failed", replica.placed.replica_id, exc_info=True)
 
     def _unpack(self, spec: AppSpec) -> Path:
         """The version's package unpacked once (concurrent cold starts of one version wait for
@@ -299,10 +363,10 @@ def _read_port(process: subprocess.Popen[bytes], timeout: float) -> int | None:
     return found[0] if found else None
 
 
-def _stop(replica: Replica) -> None:
-    replica.process.terminate()
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
     try:
-        replica.process.wait(5)
+        process.wait(5)
     except subprocess.TimeoutExpired:
-        replica.process.kill()
-        replica.process.wait()
+        process.kill()
+        process.wait()
