@@ -147,8 +147,12 @@ def test_publish_list_call_scale_charge_mature_payout_refund(api: Api) -> None:
     assert (earnings["pending"], earnings["available"]) == ("0.000000", "0.028000")
     late = api.client.post(f"/api/v1/admin/app-calls/{first['call_id']}/refund", headers=admin)
     assert late.status_code == 200  # already refunded: the same answer
-    payout = api.client.post("/api/v1/developer/payouts", headers=dev, json={})
+    keyed = {**dev, "Idempotency-Key": "payout-1"}
+    payout = api.client.post("/api/v1/developer/payouts", headers=keyed, json={})
     assert payout.status_code == 201 and payout.json()["amount"] == "0.028000"
+    retried = api.client.post("/api/v1/developer/payouts", headers=keyed, json={})
+    assert retried.json() == payout.json()  # the same key: asked for once
+    assert retried.headers["Idempotent-Replayed"] == "true"
     none_left = api.client.post("/api/v1/developer/payouts", headers=dev, json={})
     assert none_left.status_code == 409
     paid = api.client.post(

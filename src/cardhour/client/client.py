@@ -280,9 +280,13 @@ class CardhourClient:
     def earnings(self) -> EarningsRead:
         return self._call(EarningsRead, "GET", "/developer/earnings")
 
-    def request_payout(self, amount: str | None = None) -> PayoutRead:
+    def request_payout(
+        self, amount: str | None = None, idempotency_key: str | None = None
+    ) -> PayoutRead:
+        """Retried with the same key (a new one when not given): asked for once."""
         body = PayoutCreate(amount=amount).model_dump()
-        return self._call(PayoutRead, "POST", "/developer/payouts", json=body)
+        key = idempotency_key or new_idempotency_key()
+        return self._call(PayoutRead, "POST", "/developer/payouts", key, json=body)
 
     def payouts(self) -> list[PayoutRead]:
         return self._call(list[PayoutRead], "GET", "/developer/payouts")

@@ -16,15 +16,18 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
 from cardhour.api import app_schemas as schemas
 from cardhour.api.deps import Ctx, get_ctx, get_platform
+from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
 from cardhour.backends.apps.runtime import Overloaded, Unavailable
 from cardhour.core.errors import CardhourError, InvalidInput, Unauthorized
 from cardhour.core.money import Money, MoneyError
 from cardhour.db.app_models import AppCallRow, AppRow, PayoutRow
+from cardhour.db.models import UserRow
 from cardhour.services import accounts, app_earnings, apps
 
 router = APIRouter(tags=["apps"])
@@ -211,8 +214,19 @@ def _payout(row: PayoutRow) -> schemas.PayoutRead:
     )
 
 
-@router.post("/developer/payouts", response_model=schemas.PayoutRead, status_code=201)
-def request_payout(body: schemas.PayoutCreate, ctx: Ctx = Depends(get_ctx)) -> schemas.PayoutRead:
+@router.post(
+    "/developer/payouts",
+    response_model=schemas.PayoutRead,
+    status_code=201,
+    responses=IDEMPOTENCY_RESPONSES,
+)
+def request_payout(
+    body: schemas.PayoutCreate,
+    ctx: Ctx = Depends(get_ctx),
+    idem: Idempotency = Depends(idempotency),
+) -> Response:
+    """Ask to be paid `amount` (omit: everything available). With an `Idempotency-Key`, a
+    retry answers the first request instead of asking again."""
     cny = ctx.platform.catalog.currency
     try:
         amount = Money.parse(body.amount, cny) if body.amount is not None else None
@@ -220,8 +234,11 @@ def request_payout(body: schemas.PayoutCreate, ctx: Ctx = Depends(get_ctx)) -> s
         raise InvalidInput(f"amount: {exc}", field="amount") from None
     if amount is not None and amount.micros <= 0:
         raise InvalidInput("amount: more than 0", field="amount")
-    with ctx.user_tx() as (session, user):
+
+    def ask(session: Session, user: UserRow) -> schemas.PayoutRead:
         return _payout(app_earnings.request_payout(session, user.id, amount, ctx.now, cny))
+
+    return idem.run_user(ctx, ask, status_code=201)
 
 
 @router.get("/developer/payouts", response_model=list[schemas.PayoutRead])
