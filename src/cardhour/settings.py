@@ -65,7 +65,10 @@ class MarketplaceSettings(BaseModel):
         "share is rounded down to the micro-unit, the platform takes the rest.",
     )
     start_timeout_seconds: float = Field(
-        default=30, gt=0, description="How long a call waits for a replica's cold start."
+        default=30,
+        gt=0,
+        le=45,  # below app_replicas.SEEN_TTL: a starting replica's share must not expire
+        description="How long a call waits for a replica's cold start.",
     )
     demo_apps: bool = Field(
         default=True,
@@ -79,7 +82,12 @@ class MarketplaceSettings(BaseModel):
 
 
 class ReconcilerSettings(BaseModel):
-    interval_seconds: float = Field(default=1.0, gt=0, description="Loop period when idle.")
+    interval_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=30,  # below app_replicas.SEEN_TTL: replicas' shares are marked seen each loop
+        description="Loop period when idle.",
+    )
     lease_seconds: int = Field(default=60, gt=0, description="How long a claim on a row lasts.")
     provision_timeout_seconds: int = Field(
         default=900,

@@ -113,3 +113,33 @@ def test_a_gpu_the_fleet_lacks_is_refused_with_the_schedulers_reason(api: Api) -
     error = r.json()["error"]
     assert error["code"] == "no_capacity" and "wrong GPU model" in error["message"], error
     assert _rows(api) == []
+
+
+def test_replicas_of_a_version_no_longer_served_and_without_a_share_are_stopped(
+    api: Api,
+) -> None:
+    keep_one = QUARTER.replace("min_replicas: 0", "min_replicas: 1")
+    caller = _listed(api, keep_one)
+    assert api.client.post("/api/v1/apps/doc-search/invoke", headers=caller, json={}).is_success
+    api.settle(120)  # idle, but min_replicas keeps one
+    (first,) = _rows(api)
+    runtime = api.platform.app_runtime
+    assert [p.replica_id for p in runtime.placed()] == [first.id]
+
+    with transaction(api.platform.sessions) as s:  # its share is gone (it expired meanwhile)
+        app_replicas.release(s, first.id)
+    api.settle()
+    assert runtime.placed() == []  # stopped: the capacity is not its own any more
+
+    assert api.client.post("/api/v1/apps/doc-search/invoke", headers=caller, json={}).is_success
+    (second,) = _rows(api)
+    dev_app = second.app_key
+    with transaction(api.platform.sessions) as s:
+        from cardhour.db.app_models import AppRow
+
+        app = s.scalar(select(AppRow))
+        assert app is not None
+        app.status = "delisted"  # what an operator's delisting leaves
+    api.settle()
+    assert runtime.placed() == [] and _rows(api) == []  # retired: no version of it serves
+    assert runtime.replicas(dev_app) == 0

@@ -189,3 +189,47 @@ def test_an_app_whose_requirements_are_not_installed_does_not_start(api: Api) ->
     assert "lacks its requirements not-a-package-here==1.0" in r.json()["error"]["message"]
     with transaction(api.platform.sessions) as s:
         assert s.scalars(select(AppCallRow)).all() == []  # not charged
+
+
+def test_dropping_the_caches_keeps_the_reservations_of_running_calls(api: Api) -> None:
+    """A review decision or a sign-out drops the caches while calls run: those calls' money
+    stays reserved (review finding: a caller could overspend by signing out meanwhile)."""
+    caller, _ = _listed(api)
+    api.top_up(caller, "0.04")  # two calls' worth
+    assert _invoke(api, caller) == 200
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(_invoke, api, caller, SLOW)
+        time.sleep(0.3)  # the slow call has reserved its price
+        api.platform.gateway.forget()
+        assert _invoke(api, caller) == 402
+        assert running.result() == 200
+    api.settle()
+    with transaction(api.platform.sessions) as s:
+        user = accounts.authenticate(s, caller["Authorization"].split()[1], api.clock.now())
+        assert app_earnings.spendable(s, user.id) == 0
+
+
+def test_an_output_that_is_not_json_is_a_failed_call(api: Api) -> None:
+    dev, caller, admin = api.signup(), api.signup(), _admin(api)
+    nan = "def handle(request):\n    return {'score': float('nan')}\n"
+    body = {"manifest": MANIFEST, "code_b64": _package(nan)}
+    assert api.client.post("/api/v1/apps", headers=dev, json=body).status_code == 201
+    api.client.post("/api/v1/apps/doc-search/submit", headers=dev)
+    api.client.post("/api/v1/admin/apps/doc-search/approve", headers=admin, json={})
+    api.top_up(caller, "1")
+    r = api.client.post("/api/v1/apps/doc-search/invoke", headers=caller, json={})
+    assert r.status_code == 502 and r.json()["error"]["code"] == "app_failed", r.text
+    with transaction(api.platform.sessions) as s:
+        assert s.scalars(select(AppCallRow)).all() == []  # not charged
+
+
+def test_oversized_and_pathological_bodies_are_refused(api: Api) -> None:
+    caller, _ = _listed(api)
+    url = "/api/v1/apps/doc-search/invoke"
+    headers = {**caller, "Content-Type": "application/json"}
+    deep = b"[" * 100_000 + b"]" * 100_000
+    r = api.client.post(url, headers=headers, content=deep)
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "invalid_input")
+    huge = b'{"x": "' + b"a" * (11 * 1024 * 1024) + b'"}'
+    r = api.client.post(url, headers=headers, content=huge)
+    assert (r.status_code, r.json()["error"]["code"]) == (413, "too_large")

@@ -132,7 +132,7 @@ def signout(request: Request, csrf: str = Form("")) -> Response:
         return RedirectResponse("/", status_code=303)  # a forged sign-out does nothing
     with transaction(p.sessions) as session:
         accounts.revoke(session, request.cookies.get(COOKIE, ""), p.clock.now())
-    p.gateway.forget()  # the try-it form's calls use the session as their key
+    p.gateway.forget_key(request.cookies.get(COOKIE, ""))  # try-it calls use it as a key
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(COOKIE)
     return response

@@ -26,17 +26,29 @@ class AppsReconciler(Reconciler):
         self.runtime = runtime
 
     def step(self) -> bool:
+        now = self.clock.now
+        settled = matured = 0
         try:
             with transaction(self.sessions) as session:
-                settled = app_earnings.settle(session, self.clock.now())
-            with transaction(self.sessions) as session:
-                matured = app_earnings.mature(session, self.clock.now())
+                settled = app_earnings.settle(session, now())
         finally:
-            self.runtime.scale_down()  # whatever happened to the money
-            placer = self.runtime.placer
-            with transaction(self.sessions) as session:
-                if placer is not None:
-                    live = [p.replica_id for p in self.runtime.placed()]
-                    app_replicas.heartbeat(session, placer.runtime_id, live, self.clock.now())
-                expired = app_replicas.expire(session, self.clock.now())
+            try:  # whatever happened to the calls' posting
+                with transaction(self.sessions) as session:
+                    matured = app_earnings.mature(session, now())
+            finally:
+                expired = self._replicas()
         return settled + matured + expired > 0
+
+    def _replicas(self) -> int:
+        """Mark this process's replicas seen, release shares nobody has seen, stop replicas that
+        are idle, retired (their version no longer serves) or lost their share."""
+        placer = self.runtime.placer
+        with transaction(self.sessions) as session:
+            lost: set[str] = set()
+            if placer is not None:
+                live = [p.replica_id for p in self.runtime.placed()]
+                lost = app_replicas.heartbeat(session, placer.runtime_id, live, self.clock.now())
+            expired = app_replicas.expire(session, self.clock.now())
+            serving = app_replicas.serving(session)
+        self.runtime.scale_down(serving, lost)
+        return expired

@@ -4,7 +4,7 @@ database statement on the call's path (docs/benchmarks/marketplace.md):
 1. the caller's API key, the listed app and its live (approved) version, from caches: an entry
    serves for `KEY_TTL`/`APP_TTL` seconds, then is read again on the gateway's refresher thread
    while it goes on serving (up to `STALE_LIMIT` times its TTL; older, the call reads it
-   itself). `forget` drops everything at once: the API calls it after a review decision, a
+   itself). `forget` drops them all at once: the API calls it after a review decision, a
    rollback and a sign-out in this process; other processes see such changes within about a
    TTL. A revoked key or a delisted app is refused as soon as a read finds it so;
 2. the caller's spendable cash (`app_earnings.spendable`: posted cash less calls recorded but not
@@ -22,14 +22,16 @@ database statement on the call's path (docs/benchmarks/marketplace.md):
 What this trades: a gateway crash between the app's answer and the INSERT, or a database crash
 just after it, leaves that call uncharged (the ledger stays consistent); a caller calling
 through several gateway processes at once can overspend their cash by what the others spent
-within about `CASH_TTL` (the settlement posts it as debt, as metering does before an
-auto-stop); the same call id sent to two processes at the same moment can run twice and is
-charged once (the second gets 409).
+within `CASH_TTL` (up to `STALE_LIMIT` × that while a refresher lags behind; the settlement
+posts it as debt, as metering does before an auto-stop); the same call id sent to two
+processes at the same moment can run twice and is charged once (the second gets 409). An
+output that is not JSON (NaN, Infinity) is an app failure (502), not charged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -38,10 +40,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
 
 from cardhour.backends.apps.runtime import AppSpec, LocalAppRuntime
 from cardhour.core.clock import Clock, as_utc
@@ -53,7 +56,7 @@ from cardhour.core.errors import (
     Unauthorized,
 )
 from cardhour.core.money import Money
-from cardhour.db.app_models import AppCallRow
+from cardhour.db.app_models import AppCallRow, AppRow, AppVersionRow
 from cardhour.db.engine import make_sessionmaker, transaction
 from cardhour.services import accounts, app_earnings, apps
 from cardhour.services.ids import hash_secret, new_id
@@ -62,6 +65,8 @@ KEY_TTL = 5.0
 APP_TTL = 2.0
 CASH_TTL = 1.0
 STALE_LIMIT = 10  # an entry older than this many TTLs is read on the call's path
+MAX_ENTRIES = 10_000  # per cache; past it, entries too old to serve are dropped
+T = TypeVar("T")
 
 log = logging.getLogger("cardhour.gateway")
 
@@ -139,22 +144,31 @@ class Gateway:
         self._running: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._refreshing: set[tuple[str, str]] = set()
+        self._generation = 0  # `forget` moves it: a read begun before stores nothing
         self._refresher = ThreadPoolExecutor(1, thread_name_prefix="gateway-refresh")
 
     def close(self) -> None:
         self._refresher.shutdown(wait=True, cancel_futures=True)
 
     def forget(self) -> None:
-        """Drop every cached key, app and balance (after a change this process made)."""
+        """Drop every cached key and app (after a change this process made); reads that started
+        before do not store what they found. Balances stay: they hold the reservations of calls
+        running now."""
         with self._lock:
+            self._generation += 1
             self._keys.clear()
             self._apps.clear()
-            self._wallets.clear()
+
+    def forget_key(self, api_key: str) -> None:
+        """Drop one key (its session was signed out here)."""
+        with self._lock:
+            self._generation += 1
+            self._keys.pop(hash_secret(api_key), None)
 
     def invoke(
         self, api_key: str, slug: str, payload: dict[str, Any], call_key: str | None
     ) -> Invoked:
-        key = call_key or new_id()
+        key = new_id() if call_key is None else call_key
         app_earnings.check_call_key(key)
         caller_id = self._caller(api_key)
         live = self._live(slug)
@@ -166,8 +180,7 @@ class Gateway:
             self._running.add(running)
         try:
             if call_key is not None:
-                with transaction(self._reads) as session:
-                    done = app_earnings.call_by_key(session, caller_id, key)
+                done = self._read(lambda s: app_earnings.call_by_key(s, caller_id, key))
                 if done is not None:
                     raise Conflict(
                         f"call id {key!r} was already charged (call {done.id})", field="call_id"
@@ -181,6 +194,10 @@ class Gateway:
                     raise AppFailed(
                         f"the app failed ({result.status}): {reason or 'no reason given'}"
                     )
+                try:  # what the caller will get must be JSON before they pay for it
+                    json.dumps(result.body, allow_nan=False)
+                except ValueError:
+                    raise AppFailed("the app's output is not JSON (NaN or Infinity)") from None
                 call = app_earnings.NewCall(
                     live.app_id, live.version, caller_id, live.developer_id, key,
                     live.price_micros, result.duration_ms,
@@ -234,6 +251,18 @@ class Gateway:
             return False
         return True
 
+    def _read(self, fn: Callable[[Session], T]) -> T:
+        """`fn` in a read transaction of the statement engine, once more if the database had
+        dropped the connection (no pre-ping there)."""
+        try:
+            with transaction(self._reads) as session:
+                return fn(session)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+        with transaction(self._reads) as session:
+            return fn(session)
+
     def _caller(self, api_key: str) -> str:
         hashed = hash_secret(api_key)
         cached = self._keys.get(hashed)
@@ -246,14 +275,20 @@ class Gateway:
         return cached.user_id
 
     def _read_key(self, hashed: str, api_key: str) -> _Key:
-        at = time.monotonic()
+        at, generation = time.monotonic(), self._generation
         try:
-            with transaction(self._reads) as session:
-                user, row = accounts.authenticate_key(session, api_key, self.clock.now())
+            user, row = self._read(
+                lambda s: accounts.authenticate_key(s, api_key, self.clock.now())
+            )
         except Unauthorized:
             self._keys.pop(hashed, None)
             raise
-        self._keys[hashed] = entry = _Key(user.id, row.expires_at, at)
+        entry = _Key(user.id, row.expires_at, at)
+        with self._lock:
+            if generation == self._generation:
+                if len(self._keys) >= MAX_ENTRIES:
+                    self._keys = _young(self._keys, STALE_LIMIT * KEY_TTL)
+                self._keys[hashed] = entry
         return entry
 
     def _live(self, slug: str) -> _Live:
@@ -265,15 +300,18 @@ class Gateway:
         return cached
 
     def _read_app(self, slug: str) -> _Live:
-        at = time.monotonic()
+        at, generation = time.monotonic(), self._generation
+
+        def read(session: Session) -> tuple[AppRow, AppVersionRow]:
+            app = apps.listed(session, slug)
+            return app, apps.live_of(session, app)
+
         try:
-            with transaction(self._reads) as session:
-                app = apps.listed(session, slug)
-                version = apps.live_of(session, app)
-                manifest = apps.manifest_of(version)
+            app, version = self._read(read)
         except NotFound:
             self._apps.pop(slug, None)
             raise
+        manifest = apps.manifest_of(version)
         spec = AppSpec(
             f"{app.id}:{version.version}",
             apps.package_path(self.code_dir, app.id, version.code_sha256),
@@ -282,13 +320,19 @@ class Gateway:
             tuple(manifest.requirements),
             manifest.resources,
         )
-        self._apps[slug] = entry = _Live(
-            app.id, app.developer_id, version.version, version.price_micros, spec, at
-        )
+        entry = _Live(app.id, app.developer_id, version.version, version.price_micros, spec, at)
+        with self._lock:
+            if generation == self._generation:
+                self._apps[slug] = entry
         return entry
 
     def _reserve(self, caller_id: str, price: Money) -> _Wallet:
         with self._lock:
+            if caller_id not in self._wallets and len(self._wallets) >= MAX_ENTRIES:
+                self._wallets = {
+                    k: w for k, w in self._wallets.items()
+                    if w.reserved or time.monotonic() - w.read_at < STALE_LIMIT * CASH_TTL
+                }  # fmt: skip
             wallet = self._wallets.setdefault(caller_id, _Wallet())
         fresh = self._fresh(
             wallet.read_at,
@@ -316,8 +360,7 @@ class Gateway:
 
     def _read_cash(self, caller_id: str, wallet: _Wallet, locked: bool = False) -> None:
         started = time.monotonic()
-        with transaction(self._reads) as session:
-            cash = app_earnings.spendable(session, caller_id)
+        cash = self._read(lambda s: app_earnings.spendable(s, caller_id))
         with contextlib.nullcontext() if locked else wallet.lock:
             if started > wallet.read_at:  # a later read may have landed meanwhile
                 wallet.cash, wallet.read_at = cash, started
@@ -336,3 +379,8 @@ class Gateway:
             return conn.execute(stmt, row).scalar() or conn.scalar(
                 select(AppCallRow.id).where(AppCallRow.id == row["id"])
             )
+
+
+def _young(entries: dict[str, _Key], limit: float) -> dict[str, _Key]:
+    now = time.monotonic()
+    return {k: e for k, e in entries.items() if now - e.at < limit}

@@ -144,7 +144,7 @@ def settle(
     stmt = select(AppCallRow).where(AppCallRow.settled_at.is_(None), AppCallRow.status == OK)
     if call_ids is not None:
         stmt = stmt.where(AppCallRow.id.in_(list(call_ids)))
-    calls = list(session.scalars(for_claim(stmt.order_by(AppCallRow.id).limit(limit))))
+    calls = list(session.scalars(for_claim(stmt.order_by(AppCallRow.at).limit(limit))))
     if not calls:
         return 0
     paid: dict[str, int] = {}

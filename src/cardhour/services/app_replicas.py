@@ -5,7 +5,10 @@ that capacity as taken (`fleet.load`); when it stops, the share is released.
 
 Each gateway process's runtime has an id; its apps reconciler refreshes the `seen_at` of the
 replicas it runs (`heartbeat`), and any apps reconciler releases shares not seen for `SEEN_TTL`
-(`expire`): a process that died does not hold capacity for longer than that.
+(`expire`): a process that died does not hold capacity for longer than that. A replica whose
+share expired anyway (its process stalled) is stopped, never left running on capacity the
+scheduler may give away. `SEEN_TTL` is above the longest cold start and reconciler interval
+the settings allow.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cardhour.backends.apps.runtime import Placed
@@ -21,7 +24,7 @@ from cardhour.core.apps import Resources
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.core.errors import CardhourError
-from cardhour.db.app_models import AppReplicaRow
+from cardhour.db.app_models import AppReplicaRow, AppRow
 from cardhour.db.engine import transaction
 from cardhour.scheduler import MILLI, Pending, Request, Scheduler
 from cardhour.services import fleet
@@ -98,14 +101,28 @@ def release(session: Session, replica_id: str) -> None:
     session.execute(delete(AppReplicaRow).where(AppReplicaRow.id == replica_id))
 
 
-def heartbeat(session: Session, runtime_id: str, live: Collection[str], now: datetime) -> None:
-    """The runtime's replicas still run: `live` (their ids) are seen now."""
-    if live:
-        session.execute(
-            update(AppReplicaRow)
-            .where(AppReplicaRow.runtime_id == runtime_id, AppReplicaRow.id.in_(list(live)))
-            .values(seen_at=now)
+def heartbeat(session: Session, runtime_id: str, live: Collection[str], now: datetime) -> set[str]:
+    """The runtime's replicas still run: `live` (their ids) are seen now. Returns those of
+    them whose share is gone (expired: the runtime must stop them, the capacity is not theirs
+    any more)."""
+    if not live:
+        return set()
+    mine = AppReplicaRow.runtime_id == runtime_id
+    session.execute(
+        update(AppReplicaRow).where(mine, AppReplicaRow.id.in_(list(live))).values(seen_at=now)
+    )
+    held = set(session.scalars(select(AppReplicaRow.id).where(mine)))
+    return set(live) - held
+
+
+def serving(session: Session) -> set[str]:
+    """The app versions callers are served (`<app id>:<live version>` of listed apps)."""
+    rows = session.execute(
+        select(AppRow.id, AppRow.live_version).where(
+            AppRow.status == "listed", AppRow.live_version.is_not(None)
         )
+    )
+    return {f"{app_id}:{version}" for app_id, version in rows}
 
 
 def expire(session: Session, now: datetime) -> int:

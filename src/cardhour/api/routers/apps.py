@@ -23,6 +23,7 @@ from starlette.routing import Route
 from cardhour.api import app_schemas as schemas
 from cardhour.api.deps import Ctx, get_ctx, get_platform
 from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
+from cardhour.backends.apps.runner import MAX_BODY
 from cardhour.backends.apps.runtime import Overloaded, Unavailable
 from cardhour.core.errors import CardhourError, InvalidInput, Unauthorized
 from cardhour.core.money import Money, MoneyError
@@ -39,6 +40,11 @@ GATEWAY_PATH = "/apps/{slug}/invoke"
 class TooBusy(CardhourError):
     code = "over_capacity"
     http_status = 429
+
+
+class TooLarge(CardhourError):
+    code = "too_large"
+    http_status = 413
 
 
 class NoReplica(CardhourError):
@@ -139,9 +145,14 @@ async def invoke(request: Request) -> Response:
     scheme, _, api_key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not api_key.strip():
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    if int(request.headers.get("content-length") or 0) > MAX_BODY:
+        raise TooLarge(f"body: at most {MAX_BODY // 1_000_000} MB")
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise TooLarge(f"body: at most {MAX_BODY // 1_000_000} MB")
     try:
-        payload = json.loads(await request.body())
-    except ValueError:
+        payload = json.loads(raw)
+    except (ValueError, RecursionError):
         raise InvalidInput("body: the input is not JSON", field="body") from None
     if not isinstance(payload, dict):
         raise InvalidInput("body: the input must be a JSON object", field="body")

@@ -42,7 +42,7 @@ def serve(handler: Callable[[dict[str, Any]], Any], port: int) -> ThreadingHTTPS
             return
 
         def _answer(self, status: int, body: Any) -> None:
-            data = json.dumps(body).encode()
+            data = json.dumps(body, allow_nan=False).encode()  # NaN is not JSON: the app failed
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

@@ -24,13 +24,16 @@ import json
 import logging
 import os
 import re
+import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -164,29 +167,24 @@ class LocalAppRuntime:
     def _post(self, port: int, body: bytes) -> tuple[int, bytes]:
         """POST /invoke on a keep-alive connection of this thread's (http.client: a millisecond
         less per call than httpx here, docs/benchmarks/marketplace.md). A connection the replica
-        closed while idle is opened again once, before anything was sent on it."""
+        closed while idle is opened again before sending; once the request is sent it is never
+        sent again (the app may have run)."""
         conns: dict[int, http.client.HTTPConnection] = self._conns.__dict__.setdefault(
             "by_port", {}
         )
-        for attempt in (1, 2):
-            conn = conns.get(port)
-            fresh = conn is None
-            if conn is None:
-                conn = conns[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-            try:
-                conn.request("POST", "/invoke", body, {"Content-Type": "application/json"})
-                reply = conn.getresponse()
-                return reply.status, reply.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                conn.close()
-                del conns[port]
-                if fresh or attempt == 2:
-                    raise
-            except BaseException:
-                conn.close()
-                del conns[port]
-                raise
-        raise AssertionError("unreachable")
+        conn = conns.get(port)
+        if conn is not None and conn.sock is not None and _dropped(conn.sock):
+            conn.close()  # http.client connects again on request
+        if conn is None:
+            conn = conns[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        try:
+            conn.request("POST", "/invoke", body, {"Content-Type": "application/json"})
+            reply = conn.getresponse()
+            return reply.status, reply.read()
+        except BaseException:
+            conn.close()
+            del conns[port]
+            raise
 
     def replicas(self, key: str) -> int:
         pool = self._pools.get(key)
@@ -206,19 +204,26 @@ class LocalAppRuntime:
         pool = self._pools.get(key)
         return pool.replicas[0].port if pool and pool.replicas else None
 
-    def scale_down(self) -> int:
-        """Stop replicas idle for their `idle_seconds`, down to `min_replicas`; and replicas
-        whose process died. Returns how many were stopped."""
+    def scale_down(
+        self, serving: Collection[str] | None = None, unplaced: Collection[str] = ()
+    ) -> int:
+        """Stop replicas idle for their `idle_seconds`, down to `min_replicas`; replicas whose
+        process died; every replica of an app version not in `serving` (when given: a version
+        rolled back, replaced or delisted); replicas whose fleet share is gone (`unplaced`,
+        their ids: the capacity is no longer theirs). Returns how many were stopped."""
         now = self.clock.now().timestamp()
         doomed: list[Replica] = []
-        for pool in list(self._pools.values()):
+        for key, pool in list(self._pools.items()):
+            retired = serving is not None and key not in serving
             with pool.lock:
                 keep: list[Replica] = []
                 for replica in sorted(pool.replicas, key=lambda r: -r.last_used):
                     dead = replica.process.poll() is not None
                     idle = now - replica.last_used >= pool.spec.scaling.idle_seconds
                     extra = len(keep) >= pool.spec.scaling.min_replicas
-                    if dead or (replica.in_flight == 0 and idle and extra):
+                    lost = replica.placed is not None and replica.placed.replica_id in unplaced
+                    done = replica.in_flight == 0 and (retired or (idle and extra))
+                    if dead or lost or done:
                         doomed.append(replica)
                     else:
                         keep.append(replica)
@@ -249,20 +254,26 @@ class LocalAppRuntime:
         target, most = spec.scaling.target_concurrency, spec.scaling.max_replicas
         deadline = time.monotonic() + self.start_timeout
         while True:
-            with pool.lock:
-                live = [r for r in pool.replicas if r.process.poll() is None]
-                pool.replicas = live
-                best = min(live, key=lambda r: r.in_flight, default=None)
-                if best is not None and best.in_flight < target:
-                    best.in_flight += 1
-                    return best
-                may_start = len(live) + pool.starting < most
-                if may_start:
-                    pool.starting += 1
-                elif not pool.starting:
-                    raise Overloaded(
-                        f"over capacity: {len(live)} replicas × {target} calls in flight"
-                    )
+            dead: list[Replica] = []
+            try:
+                with pool.lock:
+                    live = [r for r in pool.replicas if r.process.poll() is None]
+                    dead = [r for r in pool.replicas if r not in live]
+                    pool.replicas = live
+                    best = min(live, key=lambda r: r.in_flight, default=None)
+                    if best is not None and best.in_flight < target:
+                        best.in_flight += 1
+                        return best
+                    may_start = len(live) + pool.starting < most
+                    if may_start:
+                        pool.starting += 1
+                    elif not pool.starting:
+                        raise Overloaded(
+                            f"over capacity: {len(live)} replicas × {target} calls in flight"
+                        )
+            finally:
+                for replica in dead:  # outside the lock; its fleet share goes with it
+                    self._stop(replica)
             if may_start:
                 try:
                     replica = self._start(spec)
@@ -361,6 +372,15 @@ def _read_port(process: subprocess.Popen[bytes], timeout: float) -> int | None:
     reader.start()
     reader.join(timeout)
     return found[0] if found else None
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """Whether an idle connection was closed by its peer (readable while idle: EOF)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
