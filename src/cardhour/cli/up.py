@@ -129,6 +129,7 @@ def _banner(
         f"  {cmd} launch --gpu H100:1 --name demo --url {url}",
         f"  {cmd} status --url {url}",
         f"  {cmd} down demo --url {url}",
+        f"  {cmd} apps list --url {url}",
         "",
         "Press Ctrl-C to stop.",
     ]
