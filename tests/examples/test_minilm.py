@@ -39,6 +39,12 @@ def test_the_similarities_sentence_transformers_publishes(minilm: ModuleType) ->
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
     published = np.array([[1.0, 0.6660, 0.1046], [0.6660, 1.0, 0.1411], [0.1046, 0.1411, 1.0]])
     assert np.abs(vectors @ vectors.T - published).max() < 5e-5
+    # run together (padded to the longest, padding masked) or one by one: the same vectors
+    alone = model.encode(
+        ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."],
+        batch=1,
+    )
+    assert np.abs(alone - vectors).max() < 1e-5
 
 
 @pytest.fixture(scope="module")

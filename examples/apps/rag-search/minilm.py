@@ -156,39 +156,54 @@ class Embedder:
             int(k.split(".")[2]) for k in self.w if k.startswith("encoder.layer.")
         )
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, 384), np.float32)
+    def encode(self, texts: list[str], batch: int = 8) -> np.ndarray:
+        """Unit vectors, one row per text; texts of similar length are run together (padded,
+        the padding masked out of attention and pooling)."""
+        out = np.zeros((len(texts), 384), np.float32)
+        ids = [np.array(self.tokenizer.ids(t)) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), batch):
+            chunk = order[start : start + batch]
+            out[chunk] = self._batch([ids[i] for i in chunk])
+        return out
 
-    def _one(self, text: str) -> np.ndarray:
+    def _batch(self, seqs: list[np.ndarray]) -> np.ndarray:
         w = self.w
-        ids = np.array(self.tokenizer.ids(text))
+        n = max(len(s) for s in seqs)
+        ids = np.zeros((len(seqs), n), np.int64)
+        mask = np.zeros((len(seqs), n), np.float32)
+        for row, seq in enumerate(seqs):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1.0
         x = (
             w["embeddings.word_embeddings.weight"][ids]
-            + w["embeddings.position_embeddings.weight"][: len(ids)]
+            + w["embeddings.position_embeddings.weight"][:n]
             + w["embeddings.token_type_embeddings.weight"][0]
         )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+        bias = (1.0 - mask)[:, None, None, :] * -1e9  # padded keys get no attention
         for i in range(self.layers):
-            x = self._layer(x, f"encoder.layer.{i}.")
-        mean = x.mean(0)
-        return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+            x = self._layer(x, bias, f"encoder.layer.{i}.")
+        mean = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        norms = np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
+        return (mean / norms).astype(np.float32)
 
-    def _layer(self, x: np.ndarray, p: str) -> np.ndarray:
+    def _layer(self, x: np.ndarray, bias: np.ndarray, p: str) -> np.ndarray:
         w = self.w
 
         def dense(h: np.ndarray, name: str) -> np.ndarray:
             return h @ w[p + name + ".weight"].T + w[p + name + ".bias"]
 
-        n, d = x.shape
+        b, n, d = x.shape
         head = d // HEADS
         q, k, v = (
-            dense(x, f"attention.self.{m}").reshape(n, HEADS, head).transpose(1, 0, 2)
+            dense(x, f"attention.self.{m}").reshape(b, n, HEADS, head).transpose(0, 2, 1, 3)
             for m in ("query", "key", "value")
         )
-        scores = q @ k.transpose(0, 2, 1) / np.sqrt(head)
+        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(head) + bias
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)
-        context = (scores @ v).transpose(1, 0, 2).reshape(n, d)
+        context = (scores @ v).transpose(0, 2, 1, 3).reshape(b, n, d)
         x = _layer_norm(
             dense(context, "attention.output.dense") + x,
             w[p + "attention.output.LayerNorm.weight"],
