@@ -129,7 +129,7 @@ class Platform:
             self.meter,
             self.health,
             SlaReconciler(self.sessions, self.clock),
-            AppsReconciler(self.sessions, self.clock, self.app_runtime),
+            AppsReconciler(self.sessions, self.clock, self.app_runtime, self.app_code_dir),
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -129,10 +129,9 @@ def test_replicas_of_a_version_no_longer_served_and_without_a_share_are_stopped(
     with transaction(api.platform.sessions) as s:  # its share is gone (it expired meanwhile)
         app_replicas.release(s, first.id)
     api.settle()
-    assert runtime.placed() == []  # stopped: the capacity is not its own any more
-
-    assert api.client.post("/api/v1/apps/doc-search/invoke", headers=caller, json={}).is_success
-    (second,) = _rows(api)
+    (second,) = _rows(api)  # stopped: the capacity is not its own any more; min_replicas
+    assert second.id != first.id  # brings up another, placed anew
+    assert [p.replica_id for p in runtime.placed()] == [second.id]
     dev_app = second.app_key
     with transaction(api.platform.sessions) as s:
         from cardhour.db.app_models import AppRow
@@ -143,3 +142,11 @@ def test_replicas_of_a_version_no_longer_served_and_without_a_share_are_stopped(
     api.settle()
     assert runtime.placed() == [] and _rows(api) == []  # retired: no version of it serves
     assert runtime.replicas(dev_app) == 0
+
+
+def test_min_replicas_are_started_before_any_call(api: Api) -> None:
+    _listed(api, QUARTER.replace("min_replicas: 0", "min_replicas: 1"))
+    api.settle()
+    (row,) = _rows(api)
+    assert [p.replica_id for p in api.platform.app_runtime.placed()] == [row.id]
+    assert _free_milli(api, row.node_id, int(row.gpus)) == 750

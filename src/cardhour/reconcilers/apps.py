@@ -1,11 +1,14 @@
 """The marketplace's slow work: calls the gateway recorded are posted to the ledger
-(`services.app_earnings.settle`, in batches), developers' shares older than 7 days become
-available (`services.app_earnings.mature`), and the autoscaler stops replicas idle past their app's
-`idle_seconds`, down to its `min_replicas` (scaling up happens as calls arrive); the fleet
-shares of this process's replicas are marked seen, and those no process has seen for a minute
-are released (`services.app_replicas`)."""
+(`services.app_earnings.settle`, in batches); developers' shares older than 7 days become
+available (`services.app_earnings.mature`); the autoscaler stops replicas idle past their
+app's `idle_seconds` down to its `min_replicas`, and starts replicas up to `min_replicas` (more
+start as calls arrive); the fleet shares of this process's replicas are marked seen, and those
+no process has seen for a minute are released (`services.app_replicas`)."""
 
 from __future__ import annotations
+
+import logging
+from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -13,17 +16,25 @@ from cardhour.backends.apps.runtime import LocalAppRuntime
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
-from cardhour.services import app_earnings, app_replicas
+from cardhour.services import app_earnings, app_replicas, apps
+
+log = logging.getLogger("cardhour.apps")
+WARM_RETRY_SECONDS = 60  # a version whose replicas would not start is not retried every loop
 
 
 class AppsReconciler(Reconciler):
     name = "apps"
 
     def __init__(
-        self, sessions: sessionmaker[Session], clock: Clock, runtime: LocalAppRuntime
+        self,
+        sessions: sessionmaker[Session],
+        clock: Clock,
+        runtime: LocalAppRuntime,
+        code_dir: Path,
     ) -> None:
         super().__init__(sessions, clock)
-        self.runtime = runtime
+        self.runtime, self.code_dir = runtime, code_dir
+        self._retry_at: dict[str, float] = {}  # app version → when to try warming it again
 
     def step(self) -> bool:
         now = self.clock.now
@@ -49,6 +60,14 @@ class AppsReconciler(Reconciler):
                 live = [p.replica_id for p in self.runtime.placed()]
                 lost = app_replicas.heartbeat(session, placer.runtime_id, live, self.clock.now())
             expired = app_replicas.expire(session, self.clock.now())
-            serving = app_replicas.serving(session)
-        self.runtime.scale_down(serving, lost)
+            serving = apps.serving(session, self.code_dir)
+        self.runtime.scale_down({spec.key for spec in serving}, lost)
+        now = self.clock.now().timestamp()
+        for spec in serving:  # keep `min_replicas` warm: the first call does not wait
+            if spec.scaling.min_replicas and self._retry_at.get(spec.key, 0) <= now:
+                try:
+                    self.runtime.warm(spec)
+                except Exception:  # noqa: BLE001 - no room, cannot start: calls will say why
+                    log.warning("warming %s failed", spec.key, exc_info=True)
+                    self._retry_at[spec.key] = now + WARM_RETRY_SECONDS
         return expired

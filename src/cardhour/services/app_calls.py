@@ -311,15 +311,7 @@ class Gateway:
         except NotFound:
             self._apps.pop(slug, None)
             raise
-        manifest = apps.manifest_of(version)
-        spec = AppSpec(
-            f"{app.id}:{version.version}",
-            apps.package_path(self.code_dir, app.id, version.code_sha256),
-            manifest.entrypoint,
-            manifest.scaling,
-            tuple(manifest.requirements),
-            manifest.resources,
-        )
+        spec = apps.spec_of(self.code_dir, app, version)
         entry = _Live(app.id, app.developer_id, version.version, version.price_micros, spec, at)
         with self._lock:
             if generation == self._generation:

@@ -24,7 +24,7 @@ from cardhour.core.apps import Resources
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.core.errors import CardhourError
-from cardhour.db.app_models import AppReplicaRow, AppRow
+from cardhour.db.app_models import AppReplicaRow
 from cardhour.db.engine import transaction
 from cardhour.scheduler import MILLI, Pending, Request, Scheduler
 from cardhour.services import fleet
@@ -113,16 +113,6 @@ def heartbeat(session: Session, runtime_id: str, live: Collection[str], now: dat
     )
     held = set(session.scalars(select(AppReplicaRow.id).where(mine)))
     return set(live) - held
-
-
-def serving(session: Session) -> set[str]:
-    """The app versions callers are served (`<app id>:<live version>` of listed apps)."""
-    rows = session.execute(
-        select(AppRow.id, AppRow.live_version).where(
-            AppRow.status == "listed", AppRow.live_version.is_not(None)
-        )
-    )
-    return {f"{app_id}:{version}" for app_id, version in rows}
 
 
 def expire(session: Session, now: datetime) -> int:

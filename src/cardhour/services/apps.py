@@ -21,6 +21,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cardhour.backends.apps.runtime import AppSpec
 from cardhour.core import apps
 from cardhour.core.apps import AppManifest, AppStatus
 from cardhour.core.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -171,6 +172,33 @@ def live_of(session: Session, app: AppRow) -> AppVersionRow:
 
 def manifest_of(version: AppVersionRow) -> AppManifest:
     return AppManifest.model_validate(json.loads(version.manifest))
+
+
+def spec_of(code_dir: Path, app: AppRow, version: AppVersionRow) -> AppSpec:
+    """What the runtime needs to run replicas of this version."""
+    manifest = manifest_of(version)
+    return AppSpec(
+        f"{app.id}:{version.version}",
+        package_path(code_dir, app.id, version.code_sha256),
+        manifest.entrypoint,
+        manifest.scaling,
+        tuple(manifest.requirements),
+        manifest.resources,
+    )
+
+
+def serving(session: Session, code_dir: Path) -> list[AppSpec]:
+    """The versions callers are served: the live version of every listed app."""
+    rows = session.execute(
+        select(AppRow, AppVersionRow)
+        .join(
+            AppVersionRow,
+            (AppVersionRow.app_id == AppRow.id) & (AppVersionRow.version == AppRow.live_version),
+        )
+        .where(AppRow.status == AppStatus.LISTED.value)
+        .order_by(AppRow.slug)
+    )
+    return [spec_of(code_dir, app, version) for app, version in rows]
 
 
 def rollback(

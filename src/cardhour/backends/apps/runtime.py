@@ -232,6 +232,25 @@ class LocalAppRuntime:
             self._stop(replica)
         return len(doomed)
 
+    def warm(self, spec: AppSpec) -> int:
+        """Start replicas until the version has `min_replicas` (counting those starting);
+        how many were started. Raises like a cold start (the replicas started stay)."""
+        pool = self._pool(spec)
+        started = 0
+        while True:
+            with pool.lock:
+                if len(pool.replicas) + pool.starting >= spec.scaling.min_replicas:
+                    return started
+                pool.starting += 1
+            try:
+                replica = self._start(spec)
+            finally:
+                with pool.lock:
+                    pool.starting -= 1
+            with pool.lock:
+                pool.replicas.append(replica)
+            started += 1
+
     def stop_all(self) -> None:
         for pool in list(self._pools.values()):
             with pool.lock:
