@@ -46,7 +46,12 @@ def _invoke(api: Api, headers: dict[str, str], body: dict[str, object] | None = 
 def test_calls_are_recorded_then_posted_in_one_batch(api: Api) -> None:
     caller, _ = _listed(api)
     api.top_up(caller, "1")
-    assert [_invoke(api, caller) for _ in range(3)] == [200, 200, 200]
+    assert [_invoke(api, caller) for _ in range(2)] == [200, 200]
+    r = api.client.post(
+        "/api/v1/apps/doc-search/invoke", headers=caller, json={"query": "東京 h100"}
+    )
+    assert r.json()["output"] == {"words": 2, "upper": "東京 H100"}  # the answer is JSON as sent
+    assert (r.json()["price"], r.json()["currency"]) == ("0.02", "CNY")
     with transaction(api.platform.sessions) as s:
         calls = s.scalars(select(AppCallRow)).all()
         assert len(calls) == 3 and all(c.settled_at is None for c in calls)

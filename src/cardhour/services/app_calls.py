@@ -82,6 +82,7 @@ class AppFailed(CardhourError):
 class Invoked:
     call_id: str
     output: Any
+    output_json: str  # `output` as the caller gets it (serialised once, while checked)
     price: Money
     duration_ms: int
 
@@ -195,7 +196,9 @@ class Gateway:
                         f"the app failed ({result.status}): {reason or 'no reason given'}"
                     )
                 try:  # what the caller will get must be JSON before they pay for it
-                    json.dumps(result.body, allow_nan=False)
+                    output_json = json.dumps(
+                        result.body, allow_nan=False, ensure_ascii=False, separators=(",", ":")
+                    )
                 except ValueError:
                     raise AppFailed("the app's output is not JSON (NaN or Infinity)") from None
                 call = app_earnings.NewCall(
@@ -214,7 +217,7 @@ class Gateway:
                 self._running.discard(running)
         if call_id is None:
             raise Conflict(f"call id {key!r} was already charged", field="call_id")
-        return Invoked(call_id, result.body, price, result.duration_ms)
+        return Invoked(call_id, result.body, output_json, price, result.duration_ms)
 
     # -- inside ---------------------------------------------------------------------------
 

@@ -56,12 +56,6 @@ def check_call_key(call_key: str) -> None:
         raise InvalidInput("a call id has 1 to 128 characters", field="call_id")
 
 
-def cash_of(session: Session, user_id: str) -> int:
-    """The user's cash balance as posted (no lock: the charge checks again under its lock)."""
-    row = ledger.store.get_account(session, ledger.user_key(user_id, ledger.CASH))
-    return ledger.balance_of(row) if row is not None else 0
-
-
 def open_developer_accounts(session: Session, developer_id: str, currency: str) -> None:
     """The developer's earnings accounts (opened when they publish, never by a call, so calls
     do not race to create them)."""

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -164,15 +164,16 @@ async def invoke(request: Request) -> Response:
         raise TooBusy(str(exc)) from None
     except Unavailable as exc:
         raise NoReplica(str(exc)) from None
-    return JSONResponse(
-        {
-            "call_id": done.call_id,
-            "output": done.output,
-            "price": done.price.display(),
-            "currency": done.price.currency,
-            "duration_ms": done.duration_ms,
-        }
-    )
+    # the output was serialised once, by the gateway: placed in the answer, not encoded again
+    fields = {
+        "call_id": json.dumps(done.call_id),
+        "output": done.output_json,
+        "price": json.dumps(done.price.display()),
+        "currency": json.dumps(done.price.currency),
+        "duration_ms": str(done.duration_ms),
+    }
+    body = "{" + ",".join(f'"{name}":{value}' for name, value in fields.items()) + "}"
+    return Response(body.encode(), media_type="application/json")
 
 
 @gateway.post(GATEWAY_PATH, response_model=schemas.InvokeRead)
