@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from billing_setup import fresh_database
 from cardhour.api.app import create_app
 from cardhour.core.money import Money
 from cardhour.db.app_models import AppCallRow
-from cardhour.db.engine import transaction
+from cardhour.db.engine import DirectStatement, transaction
 from cardhour.platform import Platform
 from cardhour.services import accounts, app_earnings, apps, ledger
 from cardhour.settings import Settings
@@ -156,13 +157,43 @@ def one_run(url: str, tmp: Path, calls: int, rounds: int) -> dict[str, Any]:
                 problems.append(f"the caller's cash is {cash} after {made} calls")
             if not ledger.verify(s).balanced:
                 problems.append("ledger not balanced")
+        call = app_earnings.NewCall(app.id, app.live_version, caller.id, app.developer_id, "", 1, 1)
+        inserts = insert_costs(platform, call)
         direct.close()
         api.close()
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         platform.stop()
-    return {"via": via, "direct": straight, "problems": problems}
+    return {"via": via, "direct": straight, "problems": problems, "inserts": inserts}
+
+
+def insert_costs(platform: Platform, call: app_earnings.NewCall, n: int = 2000) -> dict[str, Any]:
+    """The call's INSERT alone, `n` times each way, interleaved: through a SQLAlchemy
+    `Connection` (`engine.begin()` + `execute`, the baseline) and as the gateway runs it
+    (`DirectStatement`); p50/p99 in ms. Run after the checks: these rows are never settled."""
+    engine = platform.statements
+    stmt = app_earnings.record_statement(engine.dialect.name)
+    direct = DirectStatement(engine, stmt)
+    times: dict[str, list[float]] = {"connection": [], "direct": []}
+    for i in range(n):
+        row = app_earnings.call_row(
+            replace(call, call_key=f"insert-{i}"), platform.clock.now(), 7000
+        )
+        t0 = time.perf_counter()
+        with engine.begin() as conn:
+            conn.execute(stmt, row).scalar()
+        t1 = time.perf_counter()
+        row = app_earnings.call_row(
+            replace(call, call_key=f"direct-{i}"), platform.clock.now(), 7000
+        )
+        t2 = time.perf_counter()
+        direct.run(row)
+        t3 = time.perf_counter()
+        times["connection"].append((t1 - t0) * 1000)
+        times["direct"].append((t3 - t2) * 1000)
+    direct.close()
+    return {way: {q: pct(ts, q) for q in (50, 99)} for way, ts in times.items()}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -182,6 +213,7 @@ def measure(kind: str, pg_url: str | None, calls: int, rounds: int, tmp: Path) -
         r = {q: (pct(via, q), pct(direct, q)) for q in (50, 99)}
         per_round.append(r)
     out: dict[str, Any] = {"database": kind, "problems": run["problems"]}
+    out["inserts"] = run["inserts"]
     out["calls"] = sum(len(v) for v in run["via"])
     out["rounds"] = len(per_round)
     for name, side in (("via", 0), ("direct", 1)):
@@ -217,6 +249,23 @@ def rows(report: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+INSERT_HEAD = ["database", "INSERT via Connection p50 / p99", "DirectStatement p50 / p99",
+               "ratio p50 / p99"]  # fmt: skip
+
+
+def insert_rows(report: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for r in report["results"]:
+        base, ours = r["inserts"]["connection"], r["inserts"]["direct"]
+        out.append([
+            r["database"],
+            f"{base[50]:.3f} / {base[99]:.3f} ms",
+            f"{ours[50]:.3f} / {ours[99]:.3f} ms",
+            f"{ours[50] / base[50]:.2f} / {ours[99] / base[99]:.2f}",
+        ])  # fmt: skip
+    return out
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     parts = [
         *header("Marketplace gateway benchmark", "bench-marketplace", "marketplace.py", report),
@@ -229,6 +278,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         "same call straight to the replica's port; added = gateway percentile − direct "
         "percentile, per round; the table shows the median round and the range of the added "
         "p99. One warm replica; one keep-alive client each.",
+        "",
+        md_table(INSERT_HEAD, insert_rows(report)),
+        "",
+        "The call's INSERT alone, 2,000 times each way, interleaved, on the same database after "
+        "the calls: through a SQLAlchemy `Connection` (`engine.begin()` + `execute`, the "
+        "baseline) and as the gateway runs it (`db.engine.DirectStatement`: compiled once, "
+        "straight on a DBAPI cursor).",
         "",
         NOTES_MARKER,
     ]
@@ -259,6 +315,8 @@ def main(argv: list[str]) -> int:
     }
     print(f"gateway overhead per call, median of {args.rounds} rounds of {args.calls} calls")
     print(text_table(HEAD, rows(report)))
+    print("the call's INSERT alone")
+    print(text_table(INSERT_HEAD, insert_rows(report)))
     if args.write:
         existing = args.out.read_text() if args.out.exists() else None
         args.out.write_text(keep_notes(render_markdown(report), existing))

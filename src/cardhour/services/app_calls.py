@@ -16,7 +16,8 @@ database statement on the call's path (docs/benchmarks/marketplace.md):
    busy one, a cold start waited for, 429 over capacity, 503 when no replica can start);
 4. only when the app answered 2xx: one INSERT of the call (idempotent per caller and call id;
    `db.engine.make_statement_engine`: on PostgreSQL outside any transaction, on a connection
-   without pre-ping; the commit does not wait for the disk). The apps reconciler posts recorded
+   without pre-ping; the commit does not wait for the disk), run as a `db.engine.
+   DirectStatement` (compiled once, straight on a DBAPI cursor). The apps reconciler posts recorded
    calls to the ledger in batches (`app_earnings.settle`). A failed call is not recorded.
 
 What this trades: a gateway crash between the app's answer and the INSERT, or a database crash
@@ -57,7 +58,7 @@ from cardhour.core.errors import (
 )
 from cardhour.core.money import Money
 from cardhour.db.app_models import AppCallRow, AppRow, AppVersionRow
-from cardhour.db.engine import make_sessionmaker, transaction
+from cardhour.db.engine import DirectStatement, Disconnected, make_sessionmaker, transaction
 from cardhour.services import accounts, app_earnings, apps
 from cardhour.services.ids import hash_secret, new_id
 
@@ -147,9 +148,13 @@ class Gateway:
         self._refreshing: set[tuple[str, str]] = set()
         self._generation = 0  # `forget` moves it: a read begun before stores nothing
         self._refresher = ThreadPoolExecutor(1, thread_name_prefix="gateway-refresh")
+        self._insert = DirectStatement(
+            statements, app_earnings.record_statement(statements.dialect.name)
+        )
 
     def close(self) -> None:
         self._refresher.shutdown(wait=True, cancel_futures=True)
+        self._insert.close()
 
     def forget(self) -> None:
         """Drop every cached key and app (after a change this process made); reads that started
@@ -363,17 +368,14 @@ class Gateway:
 
     def _record(self, call: app_earnings.NewCall) -> str | None:
         row = app_earnings.call_row(call, self.clock.now(), self.developer_bp)
-        stmt = app_earnings.record_statement(self.statements.dialect.name)
         try:
-            with self.statements.begin() as conn:
-                return conn.execute(stmt, row).scalar()
-        except DBAPIError as exc:  # no pre-ping: a connection the server dropped fails once
-            if not exc.connection_invalidated:
-                raise
-        with self.statements.begin() as conn:  # the INSERT may have landed before the drop
-            return conn.execute(stmt, row).scalar() or conn.scalar(
-                select(AppCallRow.id).where(AppCallRow.id == row["id"])
-            )
+            return self._insert.run(row)
+        except Disconnected:  # no pre-ping: a connection the server dropped fails once
+            pass
+        # the INSERT may have landed before the drop
+        return self._insert.run(row) or self._read(
+            lambda s: s.scalar(select(AppCallRow.id).where(AppCallRow.id == row["id"]))
+        )
 
 
 def _young(entries: dict[str, _Key], limit: float) -> dict[str, _Key]:
