@@ -85,11 +85,22 @@ def _balance(ctx: Context, req: Request, nodes: np.ndarray) -> np.ndarray:
     return -np.abs(np.log((cpu + 1) / (idle * 11 + 1))) / 10
 
 
+def _intensity(ctx: Context, req: Request, nodes: np.ndarray) -> np.ndarray:
+    """GPU pods with more vCPU per GPU than 12 (the G2 nodes' ratio) to the tied node with the
+    most free vCPU per idle GPU, the others to the one with the least."""
+    idle = np.maximum(_idle(ctx, nodes), 1) / MILLI
+    ratio = np.log1p(ctx.state.cpu_free[nodes] / 1000 / idle) / 10
+    per_gpu = req.cpu_milli / max(req.gpu_total_milli, 1)
+    return ratio if per_gpu > 12 else -ratio
+
+
 TIES: dict[str, Tie] = {
+    "tie-intensity": _gpu_only(_intensity),
     "tie-share-best-fit": _share_best_fit,
     "tie-cpu-least-idle": _cpu_only(lambda ctx, req, nodes: -_idle(ctx, nodes) / 8000),
     "tie-cpu-slack-gpu-pods": _gpu_only(_cpu_slack),
     "tie-cpu-slack-all": _cpu_slack,
+    "tie-cpu-slack-cpu-pods": _cpu_only(_cpu_slack),
     "tie-balance": _gpu_only(_balance),
 }
 BASELINE_TIES = {
@@ -98,6 +109,7 @@ BASELINE_TIES = {
     "tie-packing": ("packing", 1),
     "tie-clustering": ("clustering", 1),
     "tie-dotprod-neg": ("dotprod", -1),
+    "tie-dotprod": ("dotprod", 1),
 }
 
 
