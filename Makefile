@@ -39,12 +39,13 @@ typecheck: $(STAMP)
 
 # Debian packages the tests drive for real: Chromium (console), ssh-keygen and sshd (SSH keys,
 # ssh into simulated nodes), slurm-wlm and munge (the Slurm backend against real daemons),
-# espeak-ng (the text-to-speech demo app).
+# espeak-ng (the text-to-speech demo app), tesseract-ocr (the document search demo reads images).
 system-deps:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 	@command -v ssh-keygen >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client)
 	@test -x /usr/sbin/sshd || scripts/apt-install-quietly.sh openssh-server
 	@command -v espeak-ng >/dev/null || scripts/apt-install-quietly.sh espeak-ng
+	@command -v tesseract >/dev/null || scripts/apt-install-quietly.sh tesseract-ocr
 	@scripts/slurm-cluster.sh install
 
 # Lint, type check, then the whole suite on SQLite and on a throwaway PostgreSQL.

@@ -1,7 +1,8 @@
 """The demo apps in examples/apps really do their job on the CPU, published, listed and called
-through the gateway like any app (both databases): document search for RAG (all-MiniLM-L6-v2
-from a PyPI package, in numpy), image restoration (median denoise, bilinear 2× upscale) and
-text to speech (Debian's espeak-ng, installed by `make system-deps`)."""
+through the gateway like any app (both databases): multimodal document search for RAG
+(all-MiniLM-L6-v2 from a PyPI package, in numpy; images read with Debian's tesseract-ocr),
+image restoration (median denoise, bilinear 2× upscale) and text to speech (Debian's
+espeak-ng). `make system-deps` installs both Debian packages."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import base64
 import io
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,21 +84,46 @@ def test_text_to_speech_speaks(api: Api) -> None:
     assert bad.status_code == 502 and "voice" in bad.json()["error"]["message"]
 
 
-def test_document_search_finds_the_passage_that_answers(api: Api) -> None:
+def _search(api: Api, caller: dict[str, str], body: dict[str, object]) -> dict[str, Any]:
+    r = api.client.post("/api/v1/apps/rag-search/invoke", headers=caller, json=body)
+    assert r.status_code == 200, r.text
+    return r.json()["output"]  # type: ignore[no-any-return]
+
+
+def test_document_search_answers_text_and_image_queries(api: Api) -> None:
     caller = _publish(api, "rag-search")
     queries = {
         "how much memory does an H100 have": ("h100", "80 GB"),
         "do I pay for a whole hour if I stop my machine early?": ("billing", "no minimum hour"),
         "what happens if my cluster takes longer than a quarter of an hour": ("sla", "credited"),
+        # answered from image documents: their text exists only in the pixels of images/*.png
+        "how many leaf switches does a 128 node job use": ("ib-fabric", "under 4 leaf switches"),
+        "my training run crashes with out of memory": ("out-of-memory", "in bf16"),
     }
     for query, (doc, phrase) in queries.items():
-        r = api.client.post(
-            "/api/v1/apps/rag-search/invoke", headers=caller, json={"query": query, "top_k": 2}
-        )
-        assert r.status_code == 200, r.text
-        out = r.json()["output"]
+        out = _search(api, caller, {"query": query, "top_k": 2})
         assert doc in [h["id"] for h in out["hits"]], (query, out["hits"])
         assert phrase in out["answer"], (query, out["answer"])
         assert out["hits"][0]["score"] >= out["hits"][1]["score"]
+    price = _search(api, caller, {"query": "H100 price per card-hour on a monthly package"})
+    top = price["hits"][0]
+    assert [top["id"], top["kind"], top["image"]] == [
+        "price-sheet",
+        "image",
+        "images/price-sheet.png",
+    ]
+    assert "1.90" in top["text"] and "1.235" in top["text"]  # read from the scanned table
     bad = api.client.post("/api/v1/apps/rag-search/invoke", headers=caller, json={"top_k": 2})
     assert bad.status_code == 502 and "query: a non-empty string" in bad.text
+    # an image as the query: a screenshot of a terminal's traceback
+    shot = EXAMPLES / "rag-search" / "query-examples" / "cuda-oom.png"
+    out = _search(api, caller, {"image_b64": base64.b64encode(shot.read_bytes()).decode()})
+    assert "CUDA out of memory" in out["image_text"]
+    assert out["hits"][0]["id"] == "out-of-memory", out["hits"]
+    assert "micro-batch" in out["answer"], out["answer"]
+    for body, error in [
+        ({"image_b64": "not base64!"}, "not valid base64"),
+        ({"image_b64": base64.b64encode(b"GIF89a....").decode()}, "a PNG or JPEG"),
+    ]:
+        r = api.client.post("/api/v1/apps/rag-search/invoke", headers=caller, json=body)
+        assert r.status_code == 502 and error in r.json()["error"]["message"], r.text

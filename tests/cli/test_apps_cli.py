@@ -1,10 +1,11 @@
 """`cardhour apps ...` and `cardhour admin app ...` against a real `cardhour up` (which lists
 the demo apps): a developer publishes a folder and asks for review, the operator approves it,
-another account calls it with a call id (charged once), the developer sees the call; bad input
-is one line and exit 2."""
+another account calls it with a call id (charged once) and with a file as an input field, the
+developer sees the calls; bad input is one line and exit 2."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from pathlib import Path
@@ -67,9 +68,20 @@ def test_publish_review_call_and_earnings(server: Server, tmp_path: Path) -> Non
     one_line_error(cli(caller, "apps", "call", slug, "{not json"), "invalid_input")
     one_line_error(cli(caller, "apps", "call", slug, "@/nonexistent/input.json"), "invalid_input")
     one_line_error(cli(admin, "admin", "app", "frobnicate", slug), "invalid_input")
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(b"\x89PNG any bytes")
+    r = cli(caller, "apps", "call", slug, "--file", f"text={blob}")  # the input is {} + the file
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {
+        "text": base64.b64encode(blob.read_bytes()).decode().upper() + "!"
+    }
+    one_line_error(cli(caller, "apps", "call", slug, "--file", str(blob)), "invalid_input")
+    one_line_error(
+        cli(caller, "apps", "call", slug, "--file", "text=/nonexistent"), "invalid_input"
+    )
 
     earned = json.loads(ok(dev, "apps", "earnings", "--json"))
-    assert (earned["calls"], earned["pending"], earned["available"]) == (1, "0.021000", "0.000000")
+    assert (earned["calls"], earned["pending"], earned["available"]) == (2, "0.042000", "0.000000")
     mine = ok(dev, "apps", "mine")
     assert slug in mine and "listed" in mine
     one_line_error(cli(dev, "apps", "payout"), "conflict")  # nothing is available for 7 days

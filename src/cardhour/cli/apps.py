@@ -7,6 +7,7 @@ its code), `submit`, `rollback`, `mine`, `earnings`, `payout`, `payouts`. Operat
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -115,12 +116,36 @@ def _payload(value: str | None) -> dict[str, Any]:
     return payload
 
 
+def _attach(payload: dict[str, Any], files: list[str]) -> dict[str, Any]:
+    """`FIELD=PATH` pairs: each file's bytes, base64-encoded, in the input's FIELD."""
+    for pair in files:
+        field, sep, path = pair.partition("=")
+        if not sep or not field or not path:
+            raise InvalidInput(f"--file {pair!r}: FIELD=PATH, e.g. image_b64=shot.png")
+        try:
+            payload[field] = base64.b64encode(Path(path).expanduser().read_bytes()).decode()
+        except OSError as exc:
+            raise InvalidInput(f"cannot read {path!r}: {exc.strerror}") from None
+    return payload
+
+
 def call(
     ctx: typer.Context,
     slug: SlugArgument,
     payload: Annotated[
         str | None,
-        typer.Argument(help="The input: JSON, @FILE, or '-' (default) for standard input."),
+        typer.Argument(
+            help="The input: JSON, @FILE, or '-' for standard input (the default; '{}' "
+            "with --file)."
+        ),
+    ] = None,
+    files: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--file",
+            help="FIELD=PATH: the file, base64-encoded, as the input's FIELD "
+            "(e.g. --file image_b64=screenshot.png); repeatable.",
+        ),
     ] = None,
     call_id: Annotated[
         str | None,
@@ -132,7 +157,8 @@ def call(
 ) -> None:
     """Call an app (paid per call, from cash): its output as JSON on stdout, the charge on
     stderr; --json prints the whole answer (call id, output, price, duration)."""
-    body = _payload(payload)
+    body = _payload("{}" if payload is None and files else payload)
+    body = _attach(body, files or [])
     with connect(ctx, url, api_key) as client:
         done = client.invoke(slug, body, call_id)
     if as_json:
