@@ -65,10 +65,16 @@ def test_replicas_are_placed_held_and_released(api: Api) -> None:
         "CUDA_VISIBLE_DEVICES": str(gpu),
         "CARDHOUR_GPU_MILLI": "250",
     }
-    with transaction(api.platform.sessions) as s:
-        node = next(n for n, _ in fleet.node_usage(s) if n.id == row.node_id)
-        assert node.gpu_model == "H100"
     assert _free_milli(api, row.node_id, gpu) == 750  # instances see 3/4 of that GPU
+    admin = _admin(api)  # the operator's fleet view shows the share, and the card as not free
+    listed = {n["id"]: n for n in api.client.get("/api/v1/admin/nodes", headers=admin).json()}
+    node = listed[row.node_id]
+    assert node["gpu"] == "H100" and node["used_gpus"] == []
+    assert node["app_replicas"] == [
+        {"replica": row.id, "app": "doc-search", "version": 1, "gpus": [gpu], "gpu_milli": 250,
+         "cpu_milli": 1000, "memory_mib": 8 * 1024}
+    ]  # fmt: skip
+    assert node["free_gpus"] == node["gpu_count"] - 1
 
     # two calls at once on target_concurrency 1: a second replica, placed too
     def slow(_: int) -> int:

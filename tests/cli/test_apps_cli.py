@@ -68,6 +68,10 @@ def test_publish_review_call_and_earnings(server: Server, tmp_path: Path) -> Non
     one_line_error(cli(caller, "apps", "call", slug, "{not json"), "invalid_input")
     one_line_error(cli(caller, "apps", "call", slug, "@/nonexistent/input.json"), "invalid_input")
     one_line_error(cli(admin, "admin", "app", "frobnicate", slug), "invalid_input")
+    fleet = json.loads(ok(admin, "admin", "nodes", "--json"))  # the replica's share is shown
+    held = [r for n in fleet for r in n["app_replicas"] if r["app"] == slug]
+    assert [(r["gpus"], r["cpu_milli"]) for r in held] == [([], 1000)]  # CPU only
+    assert "APP REPLICAS" in ok(admin, "admin", "nodes")
     blob = tmp_path / "blob.bin"
     blob.write_bytes(b"\x89PNG any bytes")
     r = cli(caller, "apps", "call", slug, "--file", f"text={blob}")  # the input is {} + the file

@@ -294,13 +294,28 @@ class HealthRead(BaseModel):
     backend: str
 
 
+class ReplicaShareRead(BaseModel):
+    """What one marketplace app replica holds on a node."""
+
+    replica: str
+    app: str | None = Field(description="The app's slug (null when the app is gone).")
+    version: int
+    gpus: list[int] = Field(description="GPU indices; empty for a CPU-only replica.")
+    gpu_milli: int = Field(description="Milli-GPU held of each GPU in `gpus` (1000: whole).")
+    cpu_milli: int
+    memory_mib: int
+
+
 class NodeRead(BaseModel):
     id: str
     data_centre: str
     gpu: str
     gpu_count: int
-    used_gpus: list[int]
-    free_gpus: int
+    used_gpus: list[int] = Field(description="GPU indices instances use.")
+    app_replicas: list[ReplicaShareRead] = Field(
+        default_factory=list, description="Shares marketplace app replicas hold."
+    )
+    free_gpus: int = Field(description="Whole cards no instance and no replica holds any of.")
     ib_leaf: str | None
     ib_spine: str | None
     schedulable: bool

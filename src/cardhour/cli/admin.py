@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from cardhour.api.schemas import DefragRead
+from cardhour.api.schemas import DefragRead, ReplicaShareRead
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
 from cardhour.client.client import new_idempotency_key
 
@@ -87,14 +87,15 @@ def nodes(
     url: UrlOption = None,
     api_key: KeyOption = None,
 ) -> None:
-    """The fleet: GPUs in use per node, and the nodes out of scheduling with the reason."""
+    """The fleet: GPUs instances use per node, what marketplace app replicas hold, and the
+    nodes out of scheduling with the reason."""
     with connect(ctx, url, api_key) as client:
         found = client.admin_nodes()
     if as_json:
         print_json(found)
         return
     table = Table(box=None, header_style="bold")
-    for column in ("NODE", "DC", "GPUS", "USED", "IB LEAF", "STATE"):
+    for column in ("NODE", "DC", "GPUS", "USED", "APP REPLICAS", "IB LEAF", "STATE"):
         table.add_column(column)
     for n in found:
         state = (
@@ -109,10 +110,22 @@ def nodes(
             escape(n.data_centre),
             f"{n.gpu_count} × {escape(n.gpu)}",
             str(len(n.used_gpus)),
+            escape(_replicas(n.app_replicas)),
             escape(n.ib_leaf or "-"),
             escape(state),
         )
     out.print(table)
+
+
+def _replicas(shares: list[ReplicaShareRead]) -> str:
+    """`rag-search GPU0 250m, tts CPU`: each replica's app and what it holds."""
+    if not shares:
+        return "-"
+    return ", ".join(
+        f"{r.app or '(gone)'} "
+        + (" ".join(f"GPU{g} {r.gpu_milli}m" for g in r.gpus) if r.gpus else "CPU")
+        for r in shares
+    )
 
 
 def resume(

@@ -26,7 +26,9 @@ def instance_view(session: Session, catalog: Catalog, user: UserRow, ident: str)
     row = instances.get(session, user, ident)
     nodes = instances.cluster_of(session, row)
     specs = {
-        r.id: spec_of(r) for r, _ in fleet.node_usage(session) if r.id in {n.node for n in nodes}
+        u.row.id: spec_of(u.row)
+        for u in fleet.node_usage(session)
+        if u.row.id in {n.node for n in nodes}
     }
     gate = _gate(session, row)
     per_node = gate.get("nccl_busbw_gbps", {})

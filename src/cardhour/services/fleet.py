@@ -113,10 +113,48 @@ def _shares(session: Session) -> list[placement.Share]:
     ]
 
 
-def node_usage(session: Session) -> list[tuple[NodeRow, list[int]]]:
-    """Every node with the indices of its GPUs in use (the operator's fleet view)."""
+@dataclass(frozen=True)
+class ReplicaShare:
+    """What one app replica holds on a node (`gpu_milli` of each GPU in `gpus`)."""
+
+    replica: str
+    app: str | None  # its slug; None when the app is gone
+    version: int
+    gpus: tuple[int, ...]
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    row: NodeRow
+    used_gpus: list[int]  # by instances
+    replicas: list[ReplicaShare]
+
+    @property
+    def free_gpus(self) -> int:
+        """Whole cards that neither an instance nor a replica holds any of."""
+        taken = set(self.used_gpus) | {g for r in self.replicas for g in r.gpus}
+        return self.row.gpu_count - len(taken)
+
+
+def node_usage(session: Session) -> list[NodeUsage]:
+    """Every node with the indices of its GPUs instances use and what app replicas hold (the
+    operator's fleet view)."""
     used = store.used_gpus_by_node(session)
-    return [(row, sorted(used.get(row.id, set()))) for row in store.list_nodes(session)]
+    held = store.replicas_by_node(session)
+    return [
+        NodeUsage(row, sorted(used.get(row.id, set())), [
+            ReplicaShare(
+                r.id, slug, int(r.app_key.rsplit(":", 1)[1]),
+                tuple(int(g) for g in r.gpus.split(",") if g),
+                r.milli, r.cpu_milli, r.memory_mib,
+            )
+            for r, slug in held.get(row.id, [])
+        ])
+        for row in store.list_nodes(session)
+    ]  # fmt: skip
 
 
 def resume(session: Session, node_id: str) -> None:

@@ -7,7 +7,7 @@ from collections import defaultdict
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from cardhour.db.app_models import AppReplicaRow
+from cardhour.db.app_models import AppReplicaRow, AppRow
 from cardhour.db.locking import for_update
 from cardhour.db.models import AllocationRow, NodeRow
 
@@ -36,6 +36,20 @@ def replica_shares(session: Session) -> list[tuple[str, str, str, int, int, int]
         AppReplicaRow.memory_mib,
     ).order_by(AppReplicaRow.id)
     return [tuple(row) for row in session.execute(stmt)]  # type: ignore[misc]
+
+
+def replicas_by_node(session: Session) -> dict[str, list[tuple[AppReplicaRow, str | None]]]:
+    """Every app replica's share, by node, with its app's slug (None if the app is gone)."""
+    rows = list(session.scalars(select(AppReplicaRow).order_by(AppReplicaRow.id)))
+    ids = {row.app_key.split(":")[0] for row in rows}
+    slugs: dict[str, str] = {}
+    if ids:
+        stmt = select(AppRow.id, AppRow.slug).where(AppRow.id.in_(ids))
+        slugs = {app_id: slug for app_id, slug in session.execute(stmt)}
+    held: dict[str, list[tuple[AppReplicaRow, str | None]]] = defaultdict(list)
+    for row in rows:
+        held[row.node_id].append((row, slugs.get(row.app_key.split(":")[0])))
+    return held
 
 
 def used_gpus_by_node(session: Session) -> dict[str, set[int]]:

@@ -8,20 +8,22 @@ from sqlalchemy.orm import Session
 from cardhour.api import convert, schemas
 from cardhour.api.deps import Ctx, get_ctx
 from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
-from cardhour.db.models import NodeRow, UserRow
+from cardhour.db.models import UserRow
 from cardhour.services import accounts, defrag, fleet, topups
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 
 
-def _node(row: NodeRow, used: list[int]) -> schemas.NodeRead:
+def _node(usage: fleet.NodeUsage) -> schemas.NodeRead:
+    row = usage.row
     return schemas.NodeRead(
         id=row.id,
         data_centre=row.data_centre,
         gpu=row.gpu_model,
         gpu_count=row.gpu_count,
-        used_gpus=used,
-        free_gpus=row.gpu_count - len(used),
+        used_gpus=usage.used_gpus,
+        app_replicas=[schemas.ReplicaShareRead(**vars(r)) for r in usage.replicas],
+        free_gpus=usage.free_gpus,
         ib_leaf=row.ib_leaf,
         ib_spine=row.ib_spine,
         schedulable=row.schedulable,
@@ -34,7 +36,7 @@ def nodes(ctx: Ctx = Depends(get_ctx)) -> list[schemas.NodeRead]:
     """The fleet with live GPU allocations."""
     with ctx.user_tx() as (session, user):
         accounts.require_admin(user)
-        return [_node(row, used) for row, used in fleet.node_usage(session)]
+        return [_node(usage) for usage in fleet.node_usage(session)]
 
 
 @router.post("/nodes/{node_id}/resume", response_model=schemas.NodeRead)
@@ -43,8 +45,7 @@ def resume_node(node_id: str, ctx: Ctx = Depends(get_ctx)) -> schemas.NodeRead:
     with ctx.user_tx() as (session, user):
         accounts.require_admin(user)
         fleet.resume(session, node_id)
-        row, used = next((r, u) for r, u in fleet.node_usage(session) if r.id == node_id)
-        return _node(row, used)
+        return _node(next(u for u in fleet.node_usage(session) if u.row.id == node_id))
 
 
 @router.get("/defrag", response_model=schemas.DefragRead)
