@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import struct
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -121,9 +122,12 @@ def test_document_search_answers_text_and_image_queries(api: Api) -> None:
     assert "CUDA out of memory" in out["image_text"]
     assert out["hits"][0]["id"] == "out-of-memory", out["hits"]
     assert "micro-batch" in out["answer"], out["answer"]
+    # a few bytes that would decode to 400 million pixels are refused before tesseract runs
+    bomb = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + struct.pack(">II", 20000, 20000) + bytes(5)
     for body, error in [
         ({"image_b64": "not base64!"}, "not valid base64"),
         ({"image_b64": base64.b64encode(b"GIF89a....").decode()}, "a PNG or JPEG"),
+        ({"image_b64": base64.b64encode(bomb).decode()}, "20000×20000 pixels; at most 25 MP"),
     ]:
         r = api.client.post("/api/v1/apps/rag-search/invoke", headers=caller, json=body)
         assert r.status_code == 502 and error in r.json()["error"]["message"], r.text

@@ -1,11 +1,13 @@
 """`DirectStatement` (the gateway's INSERT run straight on a DBAPI cursor): it stores values as
-the ORM does, commits by itself, is idempotent through ON CONFLICT, runs from many threads, and
-reports a connection the server dropped."""
+the ORM does, commits by itself, is idempotent through ON CONFLICT, runs from many threads,
+reports a connection the server dropped (and drops the others), refuses missing parameters, and
+gives up waiting for a connection as the pool does."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -24,8 +26,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as SATimeoutError
 
-from cardhour.db.engine import DirectStatement, Disconnected, make_statement_engine, normalise_url
+from cardhour.db.engine import DirectStatement, make_statement_engine, normalise_url
 from cardhour.db.models import TS
 
 meta = MetaData()
@@ -38,6 +42,12 @@ calls = Table(
     Column("price_micros", BigInteger),
     Column("at", TS),
     UniqueConstraint("caller", "call_key"),
+)
+with_default = Table(
+    "direct_defaults",
+    meta,
+    Column("id", String(32), primary_key=True),
+    Column("tries", BigInteger, default=0),  # a Python-side default: not filled in by run
 )
 T0 = datetime(2026, 12, 3, 9, 30, 15, 123456, tzinfo=UTC)
 
@@ -116,11 +126,18 @@ def test_concurrent_runs_each_land_once(engine: Engine) -> None:
     direct.close()
 
 
-def test_a_dropped_connection_is_reported_then_replaced(engine: Engine) -> None:
+def test_a_dropped_connection_is_reported_then_every_held_one_replaced(engine: Engine) -> None:
     if engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL: SQLite has no server to drop connections")
     direct = _insert(engine)
-    assert direct.run(_row(1)) == "id-1"  # holds its connection now
+    barrier = threading.Barrier(4)
+
+    def hold(n: int) -> object:  # four runs at once: four connections held afterwards
+        barrier.wait()
+        return direct.run(_row(n))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert sorted(map(str, pool.map(hold, range(4)))) == [f"id-{n}" for n in range(4)]
     killer = create_engine(
         normalise_url(engine.url.render_as_string(hide_password=False)),
         isolation_level="AUTOCOMMIT",
@@ -133,7 +150,27 @@ def test_a_dropped_connection_is_reported_then_replaced(engine: Engine) -> None:
             )
         )
     killer.dispose()
-    with pytest.raises(Disconnected):
-        direct.run(_row(2))
-    assert direct.run(_row(2)) == "id-2"
+    with pytest.raises(DBAPIError) as raised:
+        direct.run(_row(10))
+    assert raised.value.connection_invalidated
+    assert direct.run(_row(10)) == "id-10"  # one retry is enough: the dead ones are gone
+    with engine.connect() as conn:  # and the engine's pool was renewed too
+        assert conn.scalar(select(func.count()).select_from(calls)) == 5
+    direct.close()
+
+
+def test_missing_parameters_and_a_busy_statement_are_refused_before_running(
+    engine: Engine,
+) -> None:
+    direct = _insert(engine)
+    defaults = DirectStatement(engine, with_default.insert())
+    with pytest.raises(ValueError, match=r"parameters missing: \['tries'\]"):
+        defaults.run({"id": "x"})
+    assert defaults.run({"id": "x", "tries": 0}) is None  # no RETURNING: nothing to return
+    defaults.close()
+    busy = DirectStatement(engine, direct.statement, connections=1, wait=0.05)
+    with busy._slots, pytest.raises(SATimeoutError):  # its one connection is in use
+        busy.run(_row(2))
+    assert busy.run(_row(2)) == "id-2"
+    busy.close()
     direct.close()

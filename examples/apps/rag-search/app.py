@@ -16,10 +16,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import re
+import resource
 import shutil
+import struct
 import subprocess
+import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -27,17 +32,52 @@ from minilm import Embedder
 
 HERE = Path(__file__).parent
 MAX_IMAGE_BYTES = 4_000_000
+MAX_PIXELS = 25_000_000  # a small file can decode to gigabytes
+OCR_MEMORY = 1 << 30
+OCR_SECONDS = 20
+OCR_TURN = threading.BoundedSemaphore(1)
 ANSWER_MARGIN = 0.1
 IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
 TESSERACT = shutil.which("tesseract")
 
 
+def image_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR or a JPEG's start-of-frame; ValueError otherwise."""
+    if data.startswith(IMAGE_MAGIC[0]) and len(data) >= 24 and data[12:16] == b"IHDR":
+        width, height = struct.unpack(">II", data[16:24])
+        return width, height
+    i = 2
+    while data.startswith(IMAGE_MAGIC[1]) and i + 9 <= len(data) and data[i] == 0xFF:
+        marker, length = data[i + 1], int.from_bytes(data[i + 2 : i + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
+            height, width = struct.unpack(">HH", data[i + 5 : i + 9])
+            return width, height
+        i += 2 + length
+    raise ValueError("image_b64: a PNG or JPEG image")
+
+
+def _limits() -> None:  # in the tesseract child: bounded memory whatever the image
+    resource.setrlimit(resource.RLIMIT_AS, (OCR_MEMORY, OCR_MEMORY))
+
+
 def ocr(path: Path) -> str:
-    """The text tesseract reads in an image, one line per line of text, blank lines dropped."""
+    """The text tesseract reads in an image, one line per line of text, blank lines dropped.
+    One image at a time per replica, on one thread, in `OCR_MEMORY` bytes and `OCR_SECONDS`."""
     assert TESSERACT is not None
-    done = subprocess.run([TESSERACT, str(path), "stdout"], capture_output=True, timeout=60)
+    if not OCR_TURN.acquire(timeout=OCR_SECONDS):
+        raise ValueError("image: the replica is busy reading other images; retry")
+    try:
+        done = subprocess.run(
+            [TESSERACT, str(path), "stdout"], capture_output=True, timeout=OCR_SECONDS,
+            env={**os.environ, "OMP_THREAD_LIMIT": "1"}, preexec_fn=_limits,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"image: reading it took over {OCR_SECONDS} s") from None
+    finally:
+        OCR_TURN.release()
     if done.returncode != 0:
-        raise ValueError(f"image: tesseract could not read it ({done.stderr.decode()[-200:]})")
+        reason = done.stderr.decode("utf-8", "replace").strip()[-200:]
+        raise ValueError(f"image: tesseract could not read it ({reason})")
     lines = (line.strip() for line in done.stdout.decode("utf-8", "replace").splitlines())
     return "\n".join(line for line in lines if line)
 
@@ -46,7 +86,7 @@ def image_document(path: Path) -> dict:
     """An image as a document: its first line of text is the title, the rest the text; its
     answer units are its lines, a line that continues a sentence (lower case, after a line
     without a full stop) joined to the one before (table rows and list items stay apart)."""
-    title, *lines = ocr(path).splitlines()
+    title, *lines = ocr(path).splitlines() or [""]
     units: list[str] = []
     for line in lines:
         if units and line[0].islower() and units[-1][-1] not in ".!?:;":
@@ -65,7 +105,12 @@ def answer_units(doc: dict) -> list[str]:
 
 DOCS = json.loads((HERE / "docs.json").read_text())
 if TESSERACT is not None:
-    DOCS += [image_document(p) for p in sorted((HERE / "images").glob("*.png"))]
+    for png in sorted((HERE / "images").glob("*.png")):
+        doc = image_document(png)
+        if doc["title"]:
+            DOCS.append(doc)
+        else:
+            print(f"rag-search: no text found in {png.name}; left out", file=sys.stderr)
 MODEL = Embedder()
 PASSAGES = MODEL.encode([f"{d['title']}. {d['text']}" for d in DOCS])
 SENTENCES = [(i, s) for i, d in enumerate(DOCS) for s in answer_units(d)]
@@ -83,8 +128,9 @@ def read_query_image(encoded: object) -> str:
         data = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise ValueError("image_b64: not valid base64") from None
-    if not data.startswith(IMAGE_MAGIC):
-        raise ValueError("image_b64: a PNG or JPEG image")
+    width, height = image_size(data)
+    if not 0 < width * height <= MAX_PIXELS:
+        raise ValueError(f"image_b64: {width}×{height} pixels; at most {MAX_PIXELS // 10**6} MP")
     with tempfile.NamedTemporaryFile(suffix=".img") as f:
         f.write(data)
         f.flush()

@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as SATimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cardhour.core.errors import CardhourError
@@ -45,6 +46,11 @@ def install(app: FastAPI) -> None:
             return error_response(409, "busy", "a concurrent request held the same rows; retry")
         log.exception("database error", exc_info=exc)
         return error_response(503, "database_unavailable", "the database is not available")
+
+    @app.exception_handler(SATimeoutError)
+    async def _no_connection(_req: Request, exc: SATimeoutError) -> JSONResponse:
+        log.warning("no database connection free: %s", exc)
+        return error_response(503, "database_unavailable", "no database connection is free; retry")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:

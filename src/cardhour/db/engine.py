@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import Engine, Executable, create_engine, event
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as SATimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import ClauseElement
@@ -64,8 +66,9 @@ def make_statement_engine(url: str) -> Engine:
     write lock on SQLite, one statement per snapshot on PostgreSQL) and its one INSERT per call,
     the cheapest durable-enough write. On PostgreSQL: autocommit (one statement, one round
     trip), no pre-ping (its caller retries a dropped connection once),
-    `synchronous_commit=off`; on SQLite: deferred transactions, `synchronous=NORMAL`. Either way
-    a commit does not wait for the disk: a database server crash or power cut can lose the last
+    `synchronous_commit=off`, `statement_timeout` 10 s (its statements are single quick ones);
+    on SQLite: deferred transactions, `synchronous=NORMAL`. Either way a commit does not wait
+    for the disk: a database server crash or power cut can lose the last
     fraction of a second of recorded calls (never consistency; the ledger's own transactions
     keep waiting for the disk). A lost record is a call not charged, like a gateway crash
     between the app's answer and the INSERT."""
@@ -78,18 +81,16 @@ def make_statement_engine(url: str) -> Engine:
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         with dbapi_conn.cursor() as cursor:
             cursor.execute("SET synchronous_commit TO off")
+            # single quick statements: one stuck on a lock or a stalled server fails, not hangs
+            cursor.execute("SET statement_timeout TO '10s'")
 
     return engine
-
-
-class Disconnected(Exception):
-    """The database had dropped the connection a `DirectStatement` ran on (now discarded); the
-    statement may or may not have run."""
 
 
 @dataclass(frozen=True)
 class _Compiled:
     sql: str
+    names: frozenset[str]  # every parameter the statement binds
     order: tuple[str, ...] | None  # positional parameters' names in order; None: by name
     process: Mapping[str, Callable[[Any], Any]]
 
@@ -99,17 +100,25 @@ class DirectStatement:
     pool checkout and return per run. Here that takes 0.25-0.4 times as long as
     `engine.begin()` + `execute` on SQLite and 0.3-0.7 times on PostgreSQL, at p50 and at p99
     (`make bench-marketplace` measures both ways in the same run). Parameters pass through the
-    bound columns' own bind processors, so values are stored exactly as the ORM stores them.
+    bound columns' own bind processors, so values are stored exactly as the ORM stores them;
+    every parameter the statement binds must be given (no column defaults are filled in).
 
     Only for statements that commit by themselves: `make_statement_engine`'s connections
     (PostgreSQL in autocommit, SQLite without implicit transactions). The connections are the
-    engine's, held checked out between runs, at most `connections` at once (more concurrent
-    runs wait for one); `close` returns them. Thread-safe."""
+    engine's, held checked out between runs, at most `connections` at once; a run waits up to
+    `wait` seconds for one (then `sqlalchemy.exc.TimeoutError`, as the pool raises). A driver
+    error comes out as SQLAlchemy's `DBAPIError` subclass, as `Connection.execute` raises it;
+    after a dropped connection (`connection_invalidated`) every connection held here and the
+    engine's pool are replaced, so a retry runs on a new one. `close` returns the connections.
+    Thread-safe."""
 
-    def __init__(self, engine: Engine, statement: Executable, connections: int = 4) -> None:
-        self.engine, self.statement = engine, statement
+    def __init__(
+        self, engine: Engine, statement: Executable, connections: int = 4, wait: float = 30.0
+    ) -> None:
+        self.engine, self.statement, self.wait = engine, statement, wait
         self._compiled: dict[tuple[str, ...], _Compiled] = {}
         self._idle: list[PoolProxiedConnection] = []
+        self._lock = threading.Lock()  # guards `_idle` and `_closed`
         self._slots = threading.BoundedSemaphore(connections)
         self._closed = False
 
@@ -125,48 +134,76 @@ class DirectStatement:
             if fn is not None:
                 process[name] = fn
         order = tuple(compiled.positiontup or ()) if compiled.positional else None
-        return _Compiled(compiled.string, order, process)
+        return _Compiled(compiled.string, frozenset(compiled.binds), order, process)
 
     def run(self, params: Mapping[str, Any]) -> Any:
         """Run the statement once; the first column of the first row it returns (as the driver
-        gives it), or None. Raises `Disconnected` when the connection had been dropped, or
-        the driver's own error."""
+        gives it), or None."""
         keys = tuple(params)
         compiled = self._compiled.get(keys)
         if compiled is None:
             compiled = self._compiled[keys] = self._compile(keys)
+        if not compiled.names <= params.keys():
+            raise ValueError(f"parameters missing: {sorted(compiled.names - params.keys())}")
         process = compiled.process
         values = {k: (process[k](v) if k in process else v) for k, v in params.items()}
         args = values if compiled.order is None else tuple(values[k] for k in compiled.order)
-        with self._slots:
-            conn = self._idle.pop() if self._idle else self.engine.raw_connection()
+        if not self._slots.acquire(timeout=self.wait):
+            raise SATimeoutError(f"no connection for the statement within {self.wait:g} s")
+        try:
+            return self._run(compiled.sql, args)
+        finally:
+            self._slots.release()
+
+    def _run(self, sql: str, args: Any) -> Any:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self.engine.raw_connection()
+        dialect = self.engine.dialect
+        try:
+            cursor = conn.cursor()
             try:
-                cursor = conn.cursor()
-                try:
-                    cursor.execute(compiled.sql, args)
-                    rows = cursor.fetchall() if cursor.description else []
-                finally:
-                    cursor.close()
-            except self.engine.dialect.loaded_dbapi.Error as exc:
-                if self.engine.dialect.is_disconnect(exc, conn.dbapi_connection, None):
-                    conn.invalidate(exc)
-                    conn.close()
-                    raise Disconnected(str(exc)) from exc
-                conn.close()
-                raise
-            except BaseException:
-                conn.close()
-                raise
-            if self._closed:
-                conn.close()
-            else:
+                cursor.execute(sql, args)
+                rows = cursor.fetchall() if cursor.description else []
+            finally:
+                cursor.close()
+        except dialect.loaded_dbapi.Error as exc:
+            dropped = dialect.is_disconnect(exc, conn.dbapi_connection, None)
+            if dropped:
+                conn.invalidate(exc)
+                self._drop_all()
+            conn.close()
+            raise DBAPIError.instance(
+                sql, args, exc, dialect.loaded_dbapi.Error,
+                connection_invalidated=dropped, dialect=dialect,
+            ) from exc  # fmt: skip
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            if not self._closed:
                 self._idle.append(conn)
+                conn = None
+        if conn is not None:
+            conn.close()
         return rows[0][0] if rows else None
 
+    def _drop_all(self) -> None:
+        """The server dropped a connection: it has likely dropped the others too."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.invalidate()
+            conn.close()
+        self.engine.dispose(close=False)  # the pool's other connections go on their return
+
     def close(self) -> None:
-        self._closed = True
-        while self._idle:
-            self._idle.pop().close()
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -58,7 +58,7 @@ from cardhour.core.errors import (
 )
 from cardhour.core.money import Money
 from cardhour.db.app_models import AppCallRow, AppRow, AppVersionRow
-from cardhour.db.engine import DirectStatement, Disconnected, make_sessionmaker, transaction
+from cardhour.db.engine import DirectStatement, make_sessionmaker, transaction
 from cardhour.services import accounts, app_earnings, apps
 from cardhour.services.ids import hash_secret, new_id
 
@@ -370,9 +370,10 @@ class Gateway:
         row = app_earnings.call_row(call, self.clock.now(), self.developer_bp)
         try:
             return self._insert.run(row)
-        except Disconnected:  # no pre-ping: a connection the server dropped fails once
-            pass
-        # the INSERT may have landed before the drop
+        except DBAPIError as exc:  # no pre-ping: a connection the server dropped fails once
+            if not exc.connection_invalidated:
+                raise
+        # on a new connection; the INSERT may have landed before the drop
         return self._insert.run(row) or self._read(
             lambda s: s.scalar(select(AppCallRow.id).where(AppCallRow.id == row["id"]))
         )
