@@ -52,6 +52,43 @@ def _quantised(scale: float) -> type:
     return Quantised
 
 
+def _scarcity(alpha: float) -> type:
+    """FGD whose task types are weighted by p_m·(1 + alpha·min(r_m, 10)) instead of p_m, where
+    r_m = (expected arrivals of type m until the idle GPU is used up) / (placements of type m
+    the fleet can still take, GPU- and CPU-limited): fragmenting capacity for a type that will
+    run short costs more than for one with room to spare. Weights move with every decision."""
+
+    class Scarce:
+        name = f"fgd-scarcity-{alpha:g}"
+
+        def score(self, ctx: Context, req: Request, nodes: np.ndarray) -> Scored:
+            meter = ctx.meter()
+            w, s = meter.w, ctx.state
+            gpu_slots = np.where(w.milli > 0, meter.fit // np.maximum(w.count, 1), 1 << 30)
+            cpu_slots = s.cpu_free[:, None] // np.maximum(w.cpu, 1)
+            usable = meter.access | (w.milli == 0)
+            supply = (np.minimum(gpu_slots, cpu_slots) * usable).sum(axis=0)
+            per_pod = float((w.p * w.milli * w.count).sum())
+            demand = w.p * meter.idle.sum() / per_pod
+            weights = w.p * (1 + alpha * np.minimum(demand / np.maximum(supply, 1), 10))
+            all_nodes = np.arange(len(s))
+            before = meter.node_frag(
+                meter.fit[nodes], meter.small[nodes], meter.idle[nodes], s.cpu_free[nodes],
+                all_nodes[nodes], weights,
+            )  # fmt: skip
+            if req.kind is Kind.SHARE:
+                pos, gpu, old = fgd.share_candidates(ctx, req, nodes)
+                after = fgd.fragment_after(meter, req, nodes[pos], old, weights)
+                # rounded: float weights must not turn an exact Δ = 0 into 49 or 50
+                delta = fgd.sigmoid_score(np.round(before[pos] - after, 6))
+                values, gpus = fgd.best_per_node(pos, gpu, delta, len(nodes))
+                return Scored(values, gpus)
+            after = fgd.fragment_after(meter, req, nodes, None, weights)
+            return Scored(fgd.sigmoid_score(np.round(before - after, 6)))
+
+    return Scarce
+
+
 def _idle(ctx: Context, nodes: np.ndarray) -> np.ndarray:
     return ctx.state.gpu_free[nodes].sum(axis=1)
 
@@ -118,6 +155,11 @@ def register_variants() -> list[str]:
     names = []
     for scale in (0, 25, 50, 200):
         plugin = _quantised(scale)
+        register_score(plugin.name)(plugin)
+        register_profile(Profile(plugin.name, ((plugin.name, 1000),), "plugin", True))
+        names.append(plugin.name)
+    for alpha in (0.5, 2.0):
+        plugin = _scarcity(alpha)
         register_score(plugin.name)(plugin)
         register_profile(Profile(plugin.name, ((plugin.name, 1000),), "plugin", True))
         names.append(plugin.name)

@@ -31,10 +31,15 @@ def share_candidates(ctx: Context, req: Request, nodes: np.ndarray) -> tuple[np.
 
 
 def fragment_after(
-    meter: FragMeter, req: Request, nodes: np.ndarray, old: np.ndarray | None = None
+    meter: FragMeter,
+    req: Request,
+    nodes: np.ndarray,
+    old: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """F_n(M) after placing `req` on each of `nodes`. For a GPU-sharing request `old` gives the
-    chosen GPU's free milli before the placement (one entry per row of `nodes`)."""
+    chosen GPU's free milli before the placement (one entry per row of `nodes`); `weights` as
+    in `FragMeter.node_frag`."""
     w = meter.w
     fit = meter.fit[nodes]
     small = meter.small[nodes]
@@ -50,7 +55,7 @@ def fragment_after(
         small = small - np.where(r0 < d, r0, 0) + np.where(r1 < d, r1, 0)
     elif kind is Kind.GPUS:
         fit = fit - req.num_gpu * (d <= MILLI)
-    return meter.node_frag(fit, small, idle, cpu, nodes)
+    return meter.node_frag(fit, small, idle, cpu, nodes, weights)
 
 
 def sigmoid_score(delta: np.ndarray) -> np.ndarray:

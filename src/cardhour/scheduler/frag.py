@@ -128,11 +128,15 @@ class FragMeter:
         idle: np.ndarray,
         cpu_free: np.ndarray,
         nodes: np.ndarray,
+        weights: np.ndarray | None = None,
     ) -> np.ndarray:
-        """F_n(M) from sufficient statistics; rows of `fit`/`small` align with `nodes`."""
+        """F_n(M) from sufficient statistics; rows of `fit`/`small` align with `nodes`. With
+        `weights`, Σ_m weights_m·F_n(m) instead (other weightings of the types, experiments)."""
         w = self.w
         fits = (fit >= w.count) & (cpu_free[:, None] >= w.cpu) & self.access[nodes]
         per_type = np.where(fits, small, idle[:, None])
+        if weights is not None:
+            return np.asarray(per_type @ weights)
         if w.weight is not None:
             # Integer-valued float64 sums stay below 2**53 (≤ 8,000 milli × weights), so BLAS
             # adds them exactly in any order; one division then gives equal F for equal inputs.
