@@ -98,7 +98,7 @@ class _Compiled:
 class DirectStatement:
     """One statement compiled once and run straight on a DBAPI cursor: no `Connection`, no
     pool checkout and return per run. Here that takes 0.25-0.4 times as long as
-    `engine.begin()` + `execute` on SQLite and 0.3-0.7 times on PostgreSQL, at p50 and at p99
+    `engine.begin()` + `execute` on SQLite and 0.3-0.75 times on PostgreSQL, at p50 and at p99
     (`make bench-marketplace` measures both ways in the same run). Parameters pass through the
     bound columns' own bind processors, so values are stored exactly as the ORM stores them;
     every parameter the statement binds must be given (no column defaults are filled in).
