@@ -18,7 +18,6 @@ import binascii
 import json
 import os
 import re
-import resource
 import shutil
 import struct
 import subprocess
@@ -39,6 +38,8 @@ OCR_TURN = threading.BoundedSemaphore(1)
 ANSWER_MARGIN = 0.1
 IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
 TESSERACT = shutil.which("tesseract")
+# util-linux's prlimit bounds tesseract's memory (a preexec_fn is unsafe in this threaded server)
+LIMIT = ["prlimit", f"--as={OCR_MEMORY}"] if shutil.which("prlimit") else []
 
 
 def image_size(data: bytes) -> tuple[int, int]:
@@ -56,10 +57,6 @@ def image_size(data: bytes) -> tuple[int, int]:
     raise ValueError("image_b64: a PNG or JPEG image")
 
 
-def _limits() -> None:  # in the tesseract child: bounded memory whatever the image
-    resource.setrlimit(resource.RLIMIT_AS, (OCR_MEMORY, OCR_MEMORY))
-
-
 def ocr(path: Path) -> str:
     """The text tesseract reads in an image, one line per line of text, blank lines dropped.
     One image at a time per replica, on one thread, in `OCR_MEMORY` bytes and `OCR_SECONDS`."""
@@ -68,8 +65,8 @@ def ocr(path: Path) -> str:
         raise ValueError("image: the replica is busy reading other images; retry")
     try:
         done = subprocess.run(
-            [TESSERACT, str(path), "stdout"], capture_output=True, timeout=OCR_SECONDS,
-            env={**os.environ, "OMP_THREAD_LIMIT": "1"}, preexec_fn=_limits,
+            [*LIMIT, TESSERACT, str(path), "stdout"], capture_output=True, timeout=OCR_SECONDS,
+            env={**os.environ, "OMP_THREAD_LIMIT": "1"},
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise ValueError(f"image: reading it took over {OCR_SECONDS} s") from None
