@@ -16,9 +16,10 @@ database statement on the call's path (docs/benchmarks/marketplace.md):
    busy one, a cold start waited for, 429 over capacity, 503 when no replica can start);
 4. only when the app answered 2xx: one INSERT of the call (idempotent per caller and call id;
    `db.engine.make_statement_engine`: on PostgreSQL outside any transaction, on a connection
-   without pre-ping; the commit does not wait for the disk), run as a `db.engine.
-   DirectStatement` (compiled once, straight on a DBAPI cursor). The apps reconciler posts recorded
-   calls to the ledger in batches (`app_earnings.settle`). A failed call is not recorded.
+   without pre-ping; the commit does not wait for the disk), run as a
+   `db.engine.DirectStatement` (compiled once, straight on a DBAPI cursor). The apps reconciler
+   posts recorded calls to the ledger in batches (`app_earnings.settle`). A failed call is not
+   recorded.
 
 What this trades: a gateway crash between the app's answer and the INSERT, or a database crash
 just after it, leaves that call uncharged (the ledger stays consistent); a caller calling
