@@ -112,3 +112,20 @@ class AppReplicaRow(Base):
     runtime_id: Mapped[str] = mapped_column(String(32), index=True)
     created_at: Mapped[datetime] = mapped_column(TS)
     seen_at: Mapped[datetime] = mapped_column(TS, index=True)
+
+    @property
+    def app_id(self) -> str:
+        return self.app_key.split(":")[0]
+
+    @property
+    def version(self) -> int:
+        return int(self.app_key.rsplit(":", 1)[1])
+
+    @property
+    def gpu_indices(self) -> tuple[int, ...]:
+        return gpu_indices(self.gpus)
+
+
+def gpu_indices(gpus: str) -> tuple[int, ...]:
+    """`AppReplicaRow.gpus` ("0,1", "" for none) as indices."""
+    return tuple(int(g) for g in gpus.split(",") if g)

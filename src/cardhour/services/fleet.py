@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from cardhour.core.catalog import Catalog
 from cardhour.core.errors import Conflict, NotFound
 from cardhour.core.topology import NodeSpec
+from cardhour.db.app_models import gpu_indices
 from cardhour.db.models import NodeRow
 from cardhour.scheduler import FleetState, Placement
 from cardhour.services import placement
@@ -108,7 +109,7 @@ def load(session: Session, catalog: Catalog, all_free: bool = False) -> FleetVie
 
 def _shares(session: Session) -> list[placement.Share]:
     return [
-        placement.Share(rid, node, tuple(int(g) for g in gpus.split(",") if g), milli, cpu, mem)
+        placement.Share(rid, node, gpu_indices(gpus), milli, cpu, mem)
         for rid, node, gpus, milli, cpu, mem in store.replica_shares(session)
     ]
 
@@ -147,9 +148,7 @@ def node_usage(session: Session) -> list[NodeUsage]:
     return [
         NodeUsage(row, sorted(used.get(row.id, set())), [
             ReplicaShare(
-                r.id, slug, int(r.app_key.rsplit(":", 1)[1]),
-                tuple(int(g) for g in r.gpus.split(",") if g),
-                r.milli, r.cpu_milli, r.memory_mib,
+                r.id, slug, r.version, r.gpu_indices, r.milli, r.cpu_milli, r.memory_mib
             )
             for r, slug in held.get(row.id, [])
         ])

@@ -41,14 +41,14 @@ def replica_shares(session: Session) -> list[tuple[str, str, str, int, int, int]
 def replicas_by_node(session: Session) -> dict[str, list[tuple[AppReplicaRow, str | None]]]:
     """Every app replica's share, by node, with its app's slug (None if the app is gone)."""
     rows = list(session.scalars(select(AppReplicaRow).order_by(AppReplicaRow.id)))
-    ids = {row.app_key.split(":")[0] for row in rows}
+    ids = {row.app_id for row in rows}
     slugs: dict[str, str] = {}
     if ids:
         stmt = select(AppRow.id, AppRow.slug).where(AppRow.id.in_(ids))
         slugs = {app_id: slug for app_id, slug in session.execute(stmt)}
     held: dict[str, list[tuple[AppReplicaRow, str | None]]] = defaultdict(list)
     for row in rows:
-        held[row.node_id].append((row, slugs.get(row.app_key.split(":")[0])))
+        held[row.node_id].append((row, slugs.get(row.app_id)))
     return held
 
 
