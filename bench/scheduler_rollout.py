@@ -25,37 +25,25 @@ from pathlib import Path
 import numpy as np
 
 from cardhour.scheduler import replay
-from cardhour.scheduler.engine import Scheduler
-from cardhour.scheduler.filters import CONTAINER_FILTERS, run_filters
+from cardhour.scheduler.fgd_table import FgdTable
 from cardhour.scheduler.frag import TypicalWorkload
 from cardhour.scheduler.report import parse_seeds
-from cardhour.scheduler.request import MILLI, Kind, Placement, Request
+from cardhour.scheduler.request import MILLI, Request
 from cardhour.scheduler.state import FleetState
 from cardhour.scheduler.trace import parse_nodes, parse_pods
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "openb"
-CONTAINERS = (Kind.SHARE, Kind.GPUS, Kind.CPU)
 
 
-def _distinct_best(
-    state: FleetState, nodes: np.ndarray, values: np.ndarray, rank: np.ndarray, k: int
-) -> list[int]:
-    """The `k` best nodes by score (ties by `rank`), one per distinct node state."""
-    chosen: list[int] = []
-    seen: set[tuple[object, ...]] = set()
-    for j in np.lexsort((rank[nodes], -values)):
-        n = int(nodes[j])
-        key = (state.model[n], state.gpu_count[n], int(state.cpu_free[n]) // 1000,
-               tuple(sorted(state.gpu_free[n])))  # fmt: skip
-        if key not in seen:
-            seen.add(key)
-            chosen.append(n)
-            if len(chosen) == k:
-                break
-    return chosen
-
-
-def run(trace: str, seed: int, candidates: int, horizon: int, start: float) -> float:
+def run(
+    trace: str,
+    seed: int,
+    candidates: int,
+    horizon: int,
+    start: float,
+    samples: int = 1,
+    from_workload: bool = False,
+) -> float:
     """One seed of the FGD protocol; unallocated GPU % at 100% arrived."""
     nodes = parse_nodes((TRACES / "openb_node_list_gpu_node.csv").read_text())
     pods = parse_pods((TRACES / f"openb_pod_list_{trace}.csv").read_text())
@@ -65,55 +53,80 @@ def run(trace: str, seed: int, candidates: int, horizon: int, start: float) -> f
     workload = TypicalWorkload.from_requests(pods)
     rank = rng.permutation(len(state))
     stream = replay.tune_pods(pods, capacity, 1.3, rng)
-    sched = Scheduler("fgd", workload, seed=seed, tie_rank=rank)
-    ctx = sched.context(state)
-    fgd_score = sched.plugins[0][0]
+    table = FgdTable(state, workload, rank)
     futures = np.random.default_rng(seed + 1000)
+    typical = np.array(
+        [
+            table.shape(Request(f"m{m}", int(c), 0, int(k), int(d), models))
+            for m, (c, d, k, models) in enumerate(
+                zip(workload.cpu, workload.milli, workload.count, workload.models, strict=True)
+            )
+        ],
+        dtype=np.int64,
+    )
     arrived: list[Request] = []
+    shapes = np.empty(len(stream), dtype=np.int64)  # FgdTable column of each arrived pod
     so_far = 0
     at_100: list[float] = []
     for pod in stream:
         so_far += pod.gpu_total_milli
+        shapes[len(arrived)] = table.shape(pod)
         arrived.append(pod)
-        allocated = 1 - ctx.meter().idle.sum() / capacity
+        table.meter.refresh()
+        allocated = 1 - table.meter.idle.sum() / capacity
+        column = table.column(pod)
         best: list[int] = []
-        if pod.kind in CONTAINERS and allocated >= start and so_far <= 1.01 * capacity:
-            alive, _ = run_filters(ctx, pod, CONTAINER_FILTERS)
-            fits = np.flatnonzero(alive)
-            if len(fits):
-                values = fgd_score.score(ctx, pod, fits).values
-                best = _distinct_best(state, fits, values, rank, candidates)
+        if allocated >= start and so_far <= 1.01 * capacity:
+            best = _distinct_best(state, column, candidates)
         if len(best) < 2:
-            sched.bind(state, pod)
+            decision = table.decide(pod)
+            if decision is not None:
+                state.assume(decision)
         else:
-            future = [arrived[i] for i in futures.integers(len(arrived), size=horizon)]
-            outcome = {n: _rollout(sched, state, pod, n, future) for n in best}
+            if from_workload:
+                picks = futures.choice(len(typical), size=(samples, horizon), p=workload.p)
+                samples_ = [typical[row] for row in picks]
+            else:
+                picks = futures.integers(len(arrived), size=(samples, horizon))
+                samples_ = [shapes[row] for row in picks]
+            outcome = {n: _outcome(table, pod, n, samples_) for n in best}
+            # The most GPU request placed, then the least fragmentation.
             winner = min(best, key=lambda n: outcome[n])
-            state.assume(sched._place_container(ctx, pod, np.array([winner])))
+            state.assume(table.placement(pod, winner))
         if np.floor(so_far / capacity * 100 + 0.5) == 100:  # as replay.discretise rounds
-            at_100.append(ctx.meter().idle.sum() / capacity * 100)
+            table.meter.refresh()
+            at_100.append(table.meter.idle.sum() / capacity * 100)
         if so_far > 1.01 * capacity:
             break
     return float(np.mean(at_100))
 
 
-def _rollout(
-    sched: Scheduler, state: FleetState, pod: Request, node: int, future: list[Request]
+def _distinct_best(state: FleetState, column: np.ndarray, k: int) -> list[int]:
+    """The `k` best nodes of an FgdTable column, one per distinct node state."""
+    chosen: list[int] = []
+    seen: set[tuple[object, ...]] = set()
+    for n in np.argsort(-column):
+        if column[n] < 0:
+            break
+        key = (state.model[n], state.gpu_count[n], int(state.cpu_free[n]) // 1000,
+               tuple(sorted(state.gpu_free[n])))  # fmt: skip
+        if key not in seen:
+            seen.add(key)
+            chosen.append(int(n))
+            if len(chosen) == k:
+                break
+    return chosen
+
+
+def _outcome(
+    table: FgdTable, pod: Request, node: int, samples: list[np.ndarray]
 ) -> tuple[int, float]:
-    """(−GPU request placed, F(M) after) when `pod` goes to `node` and FGD places `future`."""
-    ctx = sched.context(state)
-    placed = [sched._place_container(ctx, pod, np.array([node]))]
-    state.assume(placed[0])
-    volume = 0
-    for f in future:
-        decision = sched.place(state, f)
-        if isinstance(decision, Placement):
-            state.assume(decision)
-            placed.append(decision)
-            volume += f.gpu_total_milli
-    frag = float(ctx.meter().frag.sum())
-    for p in reversed(placed):
-        state.forget(p)
+    """(−GPU milli placed, F(M) after), summed over the sampled futures."""
+    volume, frag = 0, 0.0
+    for future in samples:
+        v, f = table.rollout(pod, node, future)
+        volume += v
+        frag += f
     return -volume, frag
 
 
@@ -123,12 +136,24 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seeds", default="42-43")
     p.add_argument("--candidates", type=int, default=3, help="nodes tried per pod (3)")
     p.add_argument("--horizon", type=int, default=60, help="future pods per rollout (60)")
+    p.add_argument("--samples", type=int, default=1, help="sampled futures per candidate (1)")
+    p.add_argument("--from-workload", action="store_true", help="sample futures from FGD's M")
     p.add_argument("--start", type=float, default=0.85, help="allocated share to start at")
     args = p.parse_args(argv)
     values = []
     for seed in parse_seeds(args.seeds):
         t0 = time.perf_counter()
-        values.append(run(args.trace, seed, args.candidates, args.horizon, args.start))
+        values.append(
+            run(
+                args.trace,
+                seed,
+                args.candidates,
+                args.horizon,
+                args.start,
+                args.samples,
+                args.from_workload,
+            )
+        )
         took = time.perf_counter() - t0
         print(f"seed {seed}: {values[-1]:.2f}% unallocated at 100% arrived ({took:.0f} s)")
     sd = statistics.stdev(values) if len(values) > 1 else 0.0

@@ -2,13 +2,17 @@
 
 `Scheduler.place` decides and changes nothing; `Scheduler.bind` decides and reserves the result
 on the state (`FleetState.assume`), so one cycle can place many requests on one snapshot.
+Containers of FGD profiles are decided by the compiled `FgdTable` (the same decisions as the
+plugins, faster), with the profile's lookahead if it has one; the plugins give the pending
+reason when nothing fits.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from cardhour.scheduler import fgd, scores  # noqa: F401  (registers the score plugins)
+from cardhour.scheduler import fgd, lookahead, scores  # noqa: F401  (registers the score plugins)
+from cardhour.scheduler.fgd_table import FgdTable
 from cardhour.scheduler.filters import (
     CONTAINER_FILTERS,
     NODE_FILTERS,
@@ -34,6 +38,8 @@ class Scheduler:
 
     `tie_rank[i]` orders nodes among equal scores (lowest first); when None, node index order.
     `workload` is the typical workload M that fragmentation-aware policies need.
+    `compiled=False` makes FGD profiles decide through the plugins too (the reference the
+    compiled table is tested against); a lookahead profile then decides as its plain FGD.
     """
 
     def __init__(
@@ -42,6 +48,7 @@ class Scheduler:
         workload: TypicalWorkload | None = None,
         seed: int = 0,
         tie_rank: np.ndarray | None = None,
+        compiled: bool = True,
     ) -> None:
         self.profile = profile_named(profile) if isinstance(profile, str) else profile
         if self.profile.needs_workload and workload is None:
@@ -53,6 +60,8 @@ class Scheduler:
         self.rng = np.random.default_rng(seed)
         self.tie_rank = tie_rank
         self._ctx: Context | None = None
+        self.compiled = compiled
+        self._table: FgdTable | None = None
 
     def context(self, state: FleetState) -> Context:
         """The plugins' view of `state` (cached per state; each caller keeps its own reference,
@@ -64,6 +73,18 @@ class Scheduler:
             self._ctx = ctx
         return ctx
 
+    def table(self, state: FleetState) -> FgdTable | None:
+        """The compiled FGD table deciding this profile's containers on `state` (cached per
+        state, as `context`), or None for profiles whose scores are not FGD's."""
+        keep_whole = self.profile.fgd_table_mode()
+        if keep_whole is None or self.workload is None or not self.compiled:
+            return None
+        table = self._table
+        if table is None or table.state is not state:
+            table = FgdTable(state, self.workload, self._rank(state), keep_whole)
+            self._table = table
+        return table
+
     def _rank(self, state: FleetState) -> np.ndarray:
         rank = self.tie_rank
         if rank is None or len(rank) != len(state):
@@ -73,6 +94,16 @@ class Scheduler:
     def place(self, state: FleetState, req: Request) -> Placement | Pending:
         ctx = self.context(state)
         kind = req.kind
+        table = self.table(state) if kind in (Kind.CPU, Kind.SHARE, Kind.GPUS) else None
+        if table is not None:
+            how = self.profile.lookahead
+            if how is None:
+                decision = table.decide(req)
+            else:
+                node = lookahead.choose(table, req, self.rng, how)
+                decision = None if node is None else table.placement(req, node)
+            if decision is not None:
+                return decision
         filters = NODE_FILTERS if kind in (Kind.NODE, Kind.GANG) else CONTAINER_FILTERS
         alive, counts = run_filters(ctx, req, filters)
         candidates = np.flatnonzero(alive)

@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from cardhour.scheduler.frag import FragMeter, TypicalWorkload
+from cardhour.scheduler.lookahead import Lookahead
 from cardhour.scheduler.request import Request
 from cardhour.scheduler.state import FleetState
 
@@ -80,7 +81,8 @@ class Profile:
     """A named scheduling policy: score plugins with weights and how a shared GPU is chosen.
 
     `share_gpu`: "best" (the fitting GPU with the least free milli), "random", or "plugin"
-    (the choice the first score plugin returns).
+    (the choice the first score plugin returns). `lookahead`: near saturation, try FGD's best
+    few nodes in rollouts (lookahead.py); only for FGD profiles (see `fgd_table_mode`).
     """
 
     name: str
@@ -88,6 +90,18 @@ class Profile:
     share_gpu: str = "best"
     needs_workload: bool = False
     description: str = ""
+    lookahead: Lookahead | None = None
+
+    def fgd_table_mode(self) -> bool | None:
+        """Whether `FgdTable` makes this profile's container decisions: None if it cannot (the
+        scores are not FGD's), else its `keep_whole` flag (FGD alone, or with keep-whole ties)."""
+        if self.share_gpu != "plugin":
+            return None
+        if self.scores == (("fgd", 1000),):
+            return False
+        if self.scores == (("fgd", 1000), ("keep-whole", 1)):
+            return True
+        return None
 
 
 PROFILES: dict[str, Profile] = {}
@@ -97,6 +111,8 @@ def register_profile(profile: Profile) -> Profile:
     unknown = [name for name, _ in profile.scores if name not in SCORE_PLUGINS]
     if unknown:
         raise ValueError(f"profile {profile.name}: unknown score plugins {unknown}")
+    if profile.lookahead is not None and profile.fgd_table_mode() is None:
+        raise ValueError(f"profile {profile.name}: lookahead needs FGD's scores")
     PROFILES[profile.name] = profile
     return profile
 

@@ -1,0 +1,173 @@
+"""FGD's container decisions with scores cached per (node, request shape), compiled.
+
+`Scheduler("fgd")` scores every node for every request in numpy. A node's FGD score for a request
+depends only on that node's state and the request's shape (CPU, memory, GPU count and milli,
+models), so `FgdTable` keeps one score column per shape seen and rescores only the nodes whose
+`FleetState.version` moved since that column was last read, in compiled loops (fgd_kernels.py).
+Its decisions are the engine's: the same filters, the same integer
+score, the same tie order, the same GPUs inside the node; `tests/scheduler/test_fgd_table.py`
+replays traces both ways and compares every placement. It serves what places many pods on one
+state: trace replay and lookahead (`rollout`).
+
+`keep_whole=True` adds the `keep-whole` tie-break of our `cardhour` policy (profiles.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cardhour.scheduler import fgd_kernels as kern
+from cardhour.scheduler.frag import FragMeter, TypicalWorkload
+from cardhour.scheduler.gpusel import whole_gpus
+from cardhour.scheduler.request import Binding, Kind, Placement, Request
+from cardhour.scheduler.state import FleetState
+
+_CHUNK = 64  # score columns added at a time
+Shape = tuple[int, int, int, int, frozenset[str], str | None]
+
+
+class FgdTable:
+    """Decide container placements on one `FleetState` as FGD does (see the module docstring).
+
+    `rank[i]` is node i's place in the tie order (lowest first). The table only reads the state
+    (a rollout changes it and restores it): callers `assume`/`forget` placements on it as usual,
+    and the versions tell what to rescore. Not thread-safe.
+    """
+
+    def __init__(
+        self,
+        state: FleetState,
+        workload: TypicalWorkload,
+        rank: np.ndarray,
+        keep_whole: bool = False,
+    ) -> None:
+        n = len(state)
+        if len(rank) != n:
+            raise ValueError(f"tie rank has {len(rank)} entries for {n} nodes")
+        self.state = state
+        self.keep_whole = keep_whole
+        self.meter = FragMeter(state, workload)
+        m = self.meter
+        weight = workload.weight if workload.weight is not None else workload.p
+        self._mt = (
+            m.fit, m.small, m.idle, m.frag, m._seen, m.access,
+            workload.milli.astype(np.int64), workload.cpu.astype(np.int64),
+            workload.count.astype(np.int64), weight.astype(np.float64),
+            np.array([weight.sum()], dtype=np.float64),
+        )  # fmt: skip
+        self._st = (
+            state.gpu_free, state.cpu_free, state.mem_free, state.version, state.schedulable,
+            state.exclusive, state.model, state.gpu_count, state.dc,
+        )  # fmt: skip
+        # Earlier in the tie order = larger; below 1 so it never outweighs one score step.
+        self._order = (n - 1 - np.asarray(rank, dtype=np.float64)) / n
+        self._counter = np.array([kern.ROLLOUT_VERSIONS], dtype=np.int64)
+        self._shapes: dict[Shape, int] = {}
+        self._shape_rows = np.empty((0, 6), dtype=np.int64)
+        self._allowed = np.empty((0, len(state.models) + 1), dtype=bool)
+        self.key = np.empty((n, 0))  # score + tie fraction per node and shape; -1: does not fit
+        self.gpu = np.empty((n, 0), dtype=np.int64)  # the share's GPU, else -1
+        self._stamp = np.empty((n, 0), dtype=np.int64)  # the version each entry was scored at
+        self._tb = self._tables()
+        self._typical: np.ndarray | None = None
+
+    def shape(self, req: Request) -> int:
+        """The column of `req`'s shape (registered on first sight)."""
+        if req.kind not in (Kind.CPU, Kind.SHARE, Kind.GPUS):
+            raise ValueError(f"request {req.id}: FgdTable places containers, not {req.kind}")
+        key = (
+            req.cpu_milli, req.memory_mib, req.num_gpu, req.gpu_milli, req.gpu_models,
+            req.data_centre,
+        )  # fmt: skip
+        t = self._shapes.get(key)
+        if t is not None:
+            return t
+        t = len(self._shapes)
+        self._shapes[key] = t
+        n = len(self.state)
+        if t == self.key.shape[1]:
+            self.key = np.hstack([self.key, np.full((n, _CHUNK), -1.0)])
+            self.gpu = np.hstack([self.gpu, np.full((n, _CHUNK), -1, dtype=np.int64)])
+            self._stamp = np.hstack([self._stamp, np.full((n, _CHUNK), -1, dtype=np.int64)])
+            self._shape_rows = np.vstack([self._shape_rows, np.zeros((_CHUNK, 6), np.int64)])
+            self._allowed = np.vstack(
+                [self._allowed, np.zeros((_CHUNK, self._allowed.shape[1]), dtype=bool)]
+            )
+        keep = int(self.keep_whole and req.num_gpu > 0)
+        dcs = self.state.dcs
+        # An unknown data centre matches no node (code -2), as the engine's filter.
+        dc = (
+            -1
+            if req.data_centre is None
+            else (dcs.index(req.data_centre) if req.data_centre in dcs else -2)
+        )
+        self._shape_rows[t] = (req.cpu_milli, req.memory_mib, req.num_gpu, req.gpu_milli, keep, dc)
+        models = self.state.models
+        self._allowed[t] = [not req.gpu_models or m in req.gpu_models for m in models] + [False]
+        self._tb = self._tables()
+        return t
+
+    def typical(self) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, probabilities) of the typical workload M's task types (memory 0: M has
+        none), for drawing future pods."""
+        if self._typical is None:
+            w = self.meter.w
+            rows = zip(w.cpu, w.milli, w.count, w.models, strict=True)
+            shapes = [
+                self.shape(Request(f"m{m}", int(c), 0, int(k), int(d), models))
+                for m, (c, d, k, models) in enumerate(rows)
+            ]
+            self._typical = np.array(shapes, dtype=np.int64)
+        return self._typical, self.meter.w.p
+
+    def _tables(self) -> tuple[np.ndarray, ...]:
+        return (
+            self.key, self.gpu, self._stamp, self._order, self._shape_rows, self._allowed,
+            self._counter,
+        )  # fmt: skip
+
+    def column(self, req: Request) -> np.ndarray:
+        """Per node: FGD's score × 1000 (+1 for keep-whole) plus a tie fraction in [0, 1)
+        (higher wins), or -1 where `req` does not fit; current for the state as it is now.
+        A view, valid until the next call."""
+        t = self.shape(req)
+        kern.best_node(t, self._st, self._mt, self._tb)
+        return self.key[:, t]
+
+    def decide(self, req: Request) -> Placement | None:
+        """FGD's placement for `req`, or None when no node fits. Changes nothing."""
+        t = self.shape(req)
+        node = int(kern.best_node(t, self._st, self._mt, self._tb))
+        return None if node < 0 else self._bindable(req, t, node)
+
+    def placement(self, req: Request, node: int) -> Placement:
+        """`req` on `node` with the GPUs FGD picks there; ValueError if it does not fit."""
+        if self.column(req)[node] < 0:
+            raise ValueError(f"request {req.id} does not fit on {self.state.names[node]}")
+        return self._bindable(req, self.shape(req), node)
+
+    def rollout(self, req: Request, node: int, future: np.ndarray) -> tuple[int, float]:
+        """Place `req` on `node`, then the shapes `future` (from `shape`) in order by FGD where
+        they fit; undo it all. (GPU milli the future placed, the cluster's F(M) after)."""
+        if self.column(req)[node] < 0:
+            raise ValueError(f"request {req.id} does not fit on {self.state.names[node]}")
+        t = self.shape(req)
+        volume, frag = kern.rollout(node, t, future, self._st, self._mt, self._tb)
+        return int(volume), float(frag)
+
+    def _bindable(self, req: Request, t: int, node: int) -> Placement:
+        if req.kind is Kind.SHARE:
+            gpus: tuple[int, ...] = (int(self.gpu[node, t]),)
+        elif req.kind is Kind.GPUS:
+            gpus = whole_gpus(self.state, node, req.num_gpu)
+        else:
+            gpus = ()
+        s = self.state
+        binding = Binding(node, gpus, req.gpu_milli, req.cpu_milli, req.memory_mib, tag=req.tag)
+        leaf, spine = s.leaf[node], s.spine[node]
+        return Placement(
+            req.id,
+            (binding,),
+            (s.leaves[leaf],) if leaf >= 0 else (),
+            (s.spines[spine],) if spine >= 0 else (),
+        )
