@@ -196,12 +196,15 @@ def _gpus_for(n, t, st, tb, out):
 @nb.njit(cache=True)
 def rollout(first_node, first_t, future, st, mt, tb):
     """Place shape `first_t` on `first_node`, then each shape of `future` by FGD where it fits;
-    return (GPU milli the future placed, the cluster's F(M) after, summed exactly). Every array
-    is left as it was except the caches, whose entries stay valid: touched nodes get fresh
-    unique versions while the rollout runs and their old versions back after."""
+    return (GPU milli the future placed, the cluster's F(M) after, summed exactly).
+
+    Everything is left as it was, caches included: a node's cache rows (scores of every shape,
+    meter statistics) are saved when the rollout first touches it and put back at the end, so
+    the next rollout rescores only what it touches itself. While it runs, touched nodes carry
+    fresh unique versions (from `counter`, above anything `FleetState` counts to)."""
     version = st[3]
-    frag, seen = mt[3], mt[4]
-    counter = tb[6]
+    fit, small, idle, frag, seen = mt[0], mt[1], mt[2], mt[3], mt[4]
+    key, gpu, stamp, counter = tb[0], tb[1], tb[2], tb[6]
     steps = future.shape[0] + 1
     g_width = st[0].shape[1]
     nodes = np.empty(steps, dtype=np.int64)
@@ -209,20 +212,42 @@ def rollout(first_node, first_t, future, st, mt, tb):
     old_versions = np.empty(steps, dtype=np.int64)
     taken = np.empty((steps, g_width), dtype=np.int64)
     counts = np.empty(steps, dtype=np.int64)
+    # cache rows of each node as it was before its first touch
+    saved = np.empty(steps, dtype=np.int64)
+    saved_key = np.empty((steps, key.shape[1]))
+    saved_gpu = np.empty((steps, key.shape[1]), dtype=np.int64)
+    saved_stamp = np.empty((steps, key.shape[1]), dtype=np.int64)
+    saved_fit = np.empty((steps, fit.shape[1]))
+    saved_small = np.empty((steps, fit.shape[1]))
+    saved_scalars = np.empty((steps, 3))  # idle, frag, seen
+    n_saved = 0
     done = 0
     volume = 0
     for i in range(steps):
         if i == 0:
             t = first_t
             n = first_node
-            if tb[2][n, t] != version[n]:
-                tb[0][n, t], tb[1][n, t] = score_node(n, t, st, mt, tb)
-                tb[2][n, t] = version[n]
+            if stamp[n, t] != version[n]:
+                key[n, t], gpu[n, t] = score_node(n, t, st, mt, tb)
+                stamp[n, t] = version[n]
         else:
             t = future[i - 1]
             n = best_node(t, st, mt, tb)
             if n < 0:
                 continue
+        if version[n] < ROLLOUT_VERSIONS:  # first touch: keep the rows to put back
+            if seen[n] != version[n]:
+                refresh_node(n, st, mt)
+            saved[n_saved] = n
+            saved_key[n_saved] = key[n]
+            saved_gpu[n_saved] = gpu[n]
+            saved_stamp[n_saved] = stamp[n]
+            saved_fit[n_saved] = fit[n]
+            saved_small[n_saved] = small[n]
+            saved_scalars[n_saved, 0] = idle[n]
+            saved_scalars[n_saved, 1] = frag[n]
+            saved_scalars[n_saved, 2] = seen[n]
+            n_saved += 1
         counts[done] = _gpus_for(n, t, st, tb, taken[done])
         _take(n, t, st, tb, taken[done, : counts[done]], -1)
         nodes[done] = n
@@ -243,4 +268,14 @@ def rollout(first_node, first_t, future, st, mt, tb):
         n = nodes[j]
         _take(n, kinds[j], st, tb, taken[j, : counts[j]], 1)
         version[n] = old_versions[j]
+    for j in range(n_saved):
+        n = saved[j]
+        key[n] = saved_key[j]
+        gpu[n] = saved_gpu[j]
+        stamp[n] = saved_stamp[j]
+        fit[n] = saved_fit[j]
+        small[n] = saved_small[j]
+        idle[n] = saved_scalars[j, 0]
+        frag[n] = saved_scalars[j, 1]
+        seen[n] = np.int64(saved_scalars[j, 2])
     return volume, total / wsum

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cardhour.scheduler import fgd, keep_whole, scores  # noqa: F401  (registers the score plugins)
 from cardhour.scheduler.framework import Profile, register_profile
+from cardhour.scheduler.lookahead import Lookahead
 
 BASELINES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 
@@ -25,6 +26,17 @@ register_profile(
         share_gpu="plugin",
         needs_workload=True,
         description="FGD; ties go to nodes already in use, keeping untouched nodes whole",
+    )
+)
+
+register_profile(
+    Profile(
+        "lookahead",
+        (("fgd", 1000), ("keep-whole", 1)),
+        share_gpu="plugin",
+        needs_workload=True,
+        description="cardhour, and from 80% of GPUs allocated FGD's 5 best nodes tried in rollouts",
+        lookahead=Lookahead(),
     )
 )
 
