@@ -58,14 +58,20 @@ def half_full(
 
 
 def placement_latency(
-    nodes: Sequence[NodeInfo], pods: Sequence[Request], policy: str, samples: int, seed: int = 42
+    nodes: Sequence[NodeInfo],
+    pods: Sequence[Request],
+    policy: str,
+    samples: int,
+    share: float = 0.5,
+    seed: int = 42,
 ) -> dict[str, Any]:
-    """p50/p99 seconds of `Scheduler.place` for one whole GPU on the half-full fleet.
+    """p50/p99 seconds of `Scheduler.place` for one whole GPU once `share` of the capacity has
+    arrived (see `half_full`).
 
     Between samples the decision is reserved and released (untimed), which bumps one node's
     version as a real cycle would, so cached per-node statistics are refreshed as in production.
     """
-    state, scheduler, fill = half_full(nodes, pods, policy, seed)
+    state, scheduler, fill = half_full(nodes, pods, policy, seed, share)
     times: list[float] = []
     for i in range(samples + 5):
         started = time.perf_counter()
@@ -78,6 +84,7 @@ def placement_latency(
             state.forget(decision)
     return {
         "policy": policy,
+        "fill_pct": round(share * 100),
         "samples": samples,
         "p50_s": percentile(times, 50),
         "p99_s": percentile(times, 99),

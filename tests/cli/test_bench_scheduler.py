@@ -144,8 +144,12 @@ def test_targets_pass_and_fail(bench: ModuleType) -> None:
 
 def test_latency_ratios_are_against_fgd(bench: ModuleType) -> None:
     rows = bench.latency_rows(fake_report())
-    assert rows[0] == ["bestfit", "0.10", "0.20", "0.50 / 0.40", "50.0"]
-    assert rows[1][3] == "1.00 / 1.00"
+    assert rows[0] == ["bestfit", "50", "0.10", "0.20", "0.50 / 0.40", "50.0"]
+    assert rows[1][4] == "1.00 / 1.00"
+    near_full = dict(policy="cardhour", fill_pct=90, p50_s=4e-3, p99_s=1e-2)
+    report = fake_report()
+    report["latency"].append({**near_full, "gpu_allocated_pct": 89.0})
+    assert bench.latency_rows(report)[2][:5] == ["cardhour", "90", "4.00", "10.00", "-"]
 
 
 def test_console_tables_are_aligned(bench: ModuleType) -> None:

@@ -64,7 +64,7 @@ def bindings(decision: Placement | object) -> object:
     return decision.bindings if isinstance(decision, Placement) else None
 
 
-@pytest.mark.parametrize("policy", ["fgd", "cardhour"])
+@pytest.mark.parametrize("policy", ["fgd", "fgd-keep-whole"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_fleets_decide_as_the_engine(policy: str, seed: int) -> None:
     """Mixed models, model constraints, memory, unschedulable and CPU-only nodes, until full."""
@@ -75,7 +75,7 @@ def test_random_fleets_decide_as_the_engine(policy: str, seed: int) -> None:
     table_state = random_fleet(np.random.default_rng(seed))
     rank = rng.permutation(len(engine_state))
     engine = Scheduler(policy, workload, tie_rank=rank, compiled=False)
-    table = FgdTable(table_state, workload, rank, keep_whole=policy == "cardhour")
+    table = FgdTable(table_state, workload, rank, keep_whole=policy == "fgd-keep-whole")
     placed = 0
     for req in requests:
         expected = engine.bind(engine_state, req)
@@ -87,7 +87,7 @@ def test_random_fleets_decide_as_the_engine(policy: str, seed: int) -> None:
     assert 0 < placed < len(requests)  # the fleet filled up on the way
 
 
-@pytest.mark.parametrize("policy", ["fgd", "cardhour"])
+@pytest.mark.parametrize("policy", ["fgd", "fgd-keep-whole"])
 def test_openb_default_trace_decides_as_the_engine(policy: str) -> None:
     if not OPENB.is_dir():
         pytest.skip(f"the openb traces are not at {OPENB}")
@@ -103,7 +103,7 @@ def test_openb_default_trace_decides_as_the_engine(policy: str) -> None:
         streams.append((state, rank, stream))
     (engine_state, rank, stream), (table_state, _, _) = streams
     engine = Scheduler(policy, workload, tie_rank=rank, compiled=False)
-    table = FgdTable(table_state, workload, rank, keep_whole=policy == "cardhour")
+    table = FgdTable(table_state, workload, rank, keep_whole=policy == "fgd-keep-whole")
     failed = 0
     for pod in stream[:9000]:  # past saturation (~8,400 pods): failures included
         expected = engine.bind(engine_state, pod)

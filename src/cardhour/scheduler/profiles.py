@@ -16,12 +16,11 @@ register_profile(Profile("packing", (("packing", 1000),)))
 register_profile(Profile("bestfit", (("bestfit", 1000),)))
 register_profile(Profile("fgd", (("fgd", 1000),), share_gpu="plugin", needs_workload=True))
 
-# Ours: FGD, and among FGD's ties a GPU container joins a node already in use rather than
-# opening an untouched one (see keep_whole.py and docs/benchmarks/scheduler.md for what it gains
-# and what else was tried). In-node GPU choice is topology-aware for every policy (gpusel.py).
+# FGD, and among FGD's ties a GPU container joins a node already in use rather than opening an
+# untouched one (keep_whole.py). In-node GPU choice is topology-aware for every policy (gpusel.py).
 register_profile(
     Profile(
-        "cardhour",
+        "fgd-keep-whole",
         (("fgd", 1000), ("keep-whole", 1)),
         share_gpu="plugin",
         needs_workload=True,
@@ -29,13 +28,16 @@ register_profile(
     )
 )
 
+# Ours: fgd-keep-whole, and from 80% of the GPUs allocated each container is tried on FGD's 5
+# best nodes in rollouts of 150 pods drawn from the typical workload (lookahead.py).
+# docs/benchmarks/scheduler.md has what it gains and costs, and what else was tried.
 register_profile(
     Profile(
-        "lookahead",
+        "cardhour",
         (("fgd", 1000), ("keep-whole", 1)),
         share_gpu="plugin",
         needs_workload=True,
-        description="cardhour, and from 80% of GPUs allocated FGD's 5 best nodes tried in rollouts",
+        description="fgd-keep-whole; near saturation FGD's best 5 nodes are tried in rollouts",
         lookahead=Lookahead(),
     )
 )

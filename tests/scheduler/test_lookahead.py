@@ -1,0 +1,74 @@
+"""The lookahead of our default policy: FGD below its start, rollouts above it that change
+nothing, and fewer GPUs left unallocated than FGD on the openb default trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cardhour.scheduler.engine import Scheduler
+from cardhour.scheduler.frag import TypicalWorkload
+from cardhour.scheduler.framework import Profile, register_profile
+from cardhour.scheduler.lookahead import Lookahead
+from cardhour.scheduler.profiles import DEFAULT_POLICY
+from cardhour.scheduler.replay import replay
+from cardhour.scheduler.request import Placement
+from cardhour.scheduler.trace import parse_nodes, parse_pods
+from tests.scheduler.factories import assert_unchanged, snapshot
+from tests.scheduler.test_fgd_table import bindings, random_fleet, random_request
+from tests.scheduler.test_replay import OPENB
+
+
+def profile(start: float) -> Profile:
+    return Profile(
+        f"lookahead-test-{start}",
+        (("fgd", 1000), ("keep-whole", 1)),
+        share_gpu="plugin",
+        needs_workload=True,
+        lookahead=Lookahead(candidates=3, horizon=20, start=start),
+    )
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Lookahead(candidates=0)
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        Lookahead(start=1.5)
+    with pytest.raises(ValueError, match="lookahead needs FGD's scores"):
+        register_profile(Profile("bad", (("bestfit", 1000),), lookahead=Lookahead()))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_rollouts_change_nothing_and_below_start_it_is_fgd(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    requests = [random_request(rng, i) for i in range(300)]
+    workload = TypicalWorkload.from_requests(requests)
+    state = random_fleet(np.random.default_rng(seed))
+    rank = rng.permutation(len(state))
+    looking = Scheduler(profile(0.0), workload, seed=seed, tie_rank=rank)
+    never = Scheduler(profile(1.0), workload, seed=seed, tie_rank=rank)
+    fgd = Scheduler("fgd-keep-whole", workload, tie_rank=rank, compiled=False)
+    differed = 0
+    for req in requests:
+        expected = fgd.place(state, req)
+        before = snapshot(state)
+        decision = looking.place(state, req)
+        assert_unchanged(state, before)
+        # it only chooses among the nodes FGD would consider: it places exactly what FGD places
+        assert isinstance(decision, Placement) == isinstance(expected, Placement)
+        assert bindings(never.place(state, req)) == bindings(expected)
+        differed += bindings(decision) != bindings(expected)
+        if isinstance(decision, Placement):
+            state.assume(decision)
+    assert differed > 0  # the rollouts did choose otherwise at times
+
+
+def test_default_policy_beats_fgd_on_the_default_trace() -> None:
+    """Seed 42 (about 25 s): FGD leaves 4.68% unallocated at 100% arrived, ours 4.38%."""
+    if not OPENB.is_dir():
+        pytest.skip(f"the openb traces are not at {OPENB}")
+    nodes = parse_nodes((OPENB / "openb_node_list_gpu_node.csv").read_text())
+    pods = parse_pods((OPENB / "openb_pod_list_default.csv").read_text())
+    fgd = replay(nodes, pods, "fgd", 42).unallocated_gpu_pct["100"]
+    ours = replay(nodes, pods, DEFAULT_POLICY, 42).unallocated_gpu_pct["100"]
+    assert ours < fgd - 0.15
