@@ -13,6 +13,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -139,6 +140,21 @@ def run_matrix(
     return results
 
 
+def paired(runs: Sequence[dict[str, Any]], fgd: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Seed by seed, this policy's unallocated GPU % at 100% minus our fgd's (same shuffle and
+    tie order per seed): mean, sample sd, and on how many seeds it is lower."""
+    diffs = [
+        r["unallocated_gpu_pct"]["100"] - f["unallocated_gpu_pct"]["100"]
+        for r, f in zip(runs, fgd, strict=True)
+    ]
+    return {
+        "mean": statistics.mean(diffs),
+        "sd": statistics.stdev(diffs) if len(diffs) > 1 else 0.0,
+        "lower": sum(d < 0 for d in diffs),
+        "n": len(diffs),
+    }
+
+
 def matrix_cells(
     results: dict[Task, dict[str, Any]],
     traces: list[Path],
@@ -155,6 +171,9 @@ def matrix_cells(
     for trace in traces:
         for policy in policies:
             runs = [results[Task(trace, policy, s)] for s in seeds]
+            vs_fgd = None
+            if policy != "fgd" and "fgd" in policies:
+                vs_fgd = paired(runs, [results[Task(trace, "fgd", s)] for s in seeds])
             summary = summarise(runs)
             mean = summary.mean["unallocated_gpu_pct"].get("100", float("nan"))
             sd = summary.sd["unallocated_gpu_pct"].get("100", float("nan"))
@@ -170,6 +189,7 @@ def matrix_cells(
                     "sd": sd,
                     "published": {"policy": ref, "mean": pub.mean, "sd": pub.sd} if pub else None,
                     "distance_sd": distance(mean, pub) if pub else None,
+                    "vs_fgd": vs_fgd,
                 }
             )
     return cells

@@ -175,3 +175,47 @@ def test_notes_below_the_marker_are_kept(bench: ModuleType) -> None:
     kept = bench.keep_notes(generated, hand)
     assert kept.endswith("## Our policy: what we tried\n\nidea A\n")
     assert "stale numbers" not in kept
+
+
+def cell(trace: str, policy: str, mean: float, published: float | None = None) -> dict[str, Any]:
+    pub = {"policy": "06-FGD", "mean": published, "sd": 0.11} if published else None
+    return {
+        "trace": f"openb_pod_list_{trace}",
+        "policy": policy,
+        "n": 10,
+        "mean": mean,
+        "sd": 0.1,
+        "published": pub,
+        "distance_sd": None,
+        "vs_fgd": {"mean": -0.2, "sd": 0.05, "lower": 10, "n": 10} if policy != "fgd" else None,
+    }
+
+
+def test_target_two_compares_the_default_policy_with_fgd_on_every_trace(
+    bench: ModuleType,
+) -> None:
+    matrix = [
+        cell("default", "fgd", 4.75, published=4.77),
+        cell("default", "cardhour", 4.57, published=4.77),
+        cell("cpu0", "fgd", 5.02),  # no published number: our fgd is the reference
+        cell("cpu0", "cardhour", 4.95),
+    ]
+    report = fake_report(default_policy="cardhour", matrix=matrix)
+    rows = bench.against_fgd(report)
+    assert rows[0][1:] == ["1/2 traces; worst cpu0 -0.07", "< -0.11 on all", "FAIL"]
+    assert rows[1][1:] == ["4.57 ± 0.10", "≤ 4", "FAIL"]
+    matrix[3] = cell("cpu0", "cardhour", 4.80)
+    assert bench.against_fgd(report)[0][-1] == "pass"
+    assert bench.matrix_rows(report)["openb_pod_list_default"][1][-1] == (
+        "-0.20 ± 0.05 (10/10 seeds lower)"
+    )
+    assert bench.against_fgd(fake_report()) == []  # the default policy is fgd itself
+
+
+def test_paired_differences_are_per_seed(bench: ModuleType) -> None:
+    paired = sys.modules["scheduler_matrix"].paired
+    runs = [{"unallocated_gpu_pct": {"100": v}} for v in (4.5, 4.7, 4.9)]
+    fgd = [{"unallocated_gpu_pct": {"100": v}} for v in (4.7, 4.8, 4.8)]
+    out = paired(runs, fgd)
+    assert out["lower"] == 2 and out["n"] == 3
+    assert out["mean"] == pytest.approx(-0.0667, abs=1e-3)
