@@ -14,7 +14,7 @@ from cardhour.core.gpus import GpuModel
 from cardhour.core.money import Money
 from cardhour.core.pricing import PriceHistory
 from cardhour.core.topology import NodeSpec
-from cardhour.scheduler import MILLI, Pending, Scheduler
+from cardhour.scheduler import MILLI, Pending, Placement, Scheduler
 from cardhour.services import fleet, placement, pricing
 from cardhour.services.placement import Assignment
 
@@ -95,10 +95,14 @@ def recommend(
     count: int,
     data_centre: str | None = None,
 ) -> Recommendation:
-    """Where `count` × `model` would go on the fleet `view` shows (nothing is reserved)."""
+    """Where `count` × `model` would go on the fleet `view` shows (nothing is reserved). The
+    same fleet gets the same answer: a fresh engine (its lookahead draws from a fixed seed)."""
     shapes = placement.node_shapes(view.state)
     request = placement.to_request(shapes, "recommendation", model.id, count, data_centre)
-    decision = request if isinstance(request, Pending) else scheduler.place(view.state, request)
+    if isinstance(request, Pending):
+        decision: Placement | Pending = request
+    else:
+        decision = Scheduler(scheduler.profile, scheduler.workload).place(view.state, request)
     if isinstance(decision, Pending):
         return Recommendation(
             False, f"cannot place {count} × {model.id} now", [], [], "", decision.reason
