@@ -3,6 +3,8 @@ leave the fleet as they found it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -36,7 +38,7 @@ def random_fleet(rng: np.random.Generator, n: int = 40) -> FleetState:
                 gpus=gpus,
                 cpu=int(rng.choice([16, 32, 64, 96])) * 1000,
                 mem=int(rng.choice([64, 256])) * 1024,
-                model=str(rng.choice(MODELS)),
+                model=str(rng.choice([*MODELS, ""])),  # "": GPUs without a model name
                 schedulable=bool(rng.random() > 0.05),
                 dc=str(rng.choice(["dc1", "dc2"])),
             )
@@ -174,3 +176,9 @@ def test_placement_and_requests_it_cannot_take() -> None:
         table.decide(Request("bm", num_gpu=2, nodes=1))
     with pytest.raises(ValueError, match="tie rank has 3 entries"):
         FgdTable(state, workload, np.arange(3))
+    # without integer weights its sums would not be exact: the engine keeps to the plugins
+    rounded = dataclasses.replace(workload, weight=None)
+    with pytest.raises(ValueError, match="integer weights"):
+        FgdTable(state, rounded, np.arange(2))
+    assert Scheduler("fgd", rounded).table(state) is None
+    assert Scheduler("fgd", workload).table(state) is not None

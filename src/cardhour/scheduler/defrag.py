@@ -387,6 +387,7 @@ def _verify(
         trial.forget(h.placement)
     fenced = list(nodes)
     trial.schedulable[fenced] = False
+    trial.version[fenced] += 1  # every change bumps the version: cached scores rely on it
     moves: list[Move] = []
     for h in sorted(evicted, key=lambda h: (-h.moved_milli, -h.cpu_milli, -h.memory_mib)):
         placed = scheduler.bind(trial, h.request)
@@ -395,6 +396,7 @@ def _verify(
         b = placed.bindings[0]
         moves.append(Move(h.request.id, state.names[h.node], trial.names[b.node], b.gpus))
     trial.schedulable[fenced] = state.schedulable[fenced]
+    trial.version[fenced] += 1
     final = scheduler.place(trial, request)
     if isinstance(final, Pending):
         return None

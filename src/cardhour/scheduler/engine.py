@@ -77,11 +77,12 @@ class Scheduler:
         """The compiled FGD table deciding this profile's containers on `state` (cached per
         state, as `context`), or None for profiles whose scores are not FGD's."""
         keep_whole = self.profile.fgd_table_mode()
-        if keep_whole is None or self.workload is None or not self.compiled:
+        workload = self.workload
+        if keep_whole is None or workload is None or workload.weight is None or not self.compiled:
             return None
         table = self._table
         if table is None or table.state is not state:
-            table = FgdTable(state, self.workload, self._rank(state), keep_whole)
+            table = FgdTable(state, workload, self._rank(state), keep_whole)
             self._table = table
         return table
 

@@ -46,9 +46,11 @@ class FgdTable:
             raise ValueError(f"tie rank has {len(rank)} entries for {n} nodes")
         self.state = state
         self.keep_whole = keep_whole
+        if workload.weight is None:
+            raise ValueError("FgdTable needs the typical workload's integer weights (exact sums)")
         self.meter = FragMeter(state, workload)
         m = self.meter
-        weight = workload.weight if workload.weight is not None else workload.p
+        weight = workload.weight
         self._mt = (
             m.fit, m.small, m.idle, m.frag, m._seen, m.access,
             workload.milli.astype(np.int64), workload.cpu.astype(np.int64),
@@ -103,7 +105,9 @@ class FgdTable:
         )
         self._shape_rows[t] = (req.cpu_milli, req.memory_mib, req.num_gpu, req.gpu_milli, keep, dc)
         models = self.state.models
-        self._allowed[t] = [not req.gpu_models or m in req.gpu_models for m in models] + [False]
+        # The last entry is a GPU node without a model name: only unconstrained requests.
+        anything = not req.gpu_models
+        self._allowed[t] = [anything or m in req.gpu_models for m in models] + [anything]
         self._tb = self._tables()
         return t
 
