@@ -27,6 +27,7 @@ import numpy as np
 from cardhour.scheduler import replay
 from cardhour.scheduler.fgd_table import FgdTable
 from cardhour.scheduler.frag import TypicalWorkload
+from cardhour.scheduler.lookahead import distinct_best
 from cardhour.scheduler.report import parse_seeds
 from cardhour.scheduler.request import MILLI, Request
 from cardhour.scheduler.state import FleetState
@@ -55,15 +56,7 @@ def run(
     stream = replay.tune_pods(pods, capacity, 1.3, rng)
     table = FgdTable(state, workload, rank)
     futures = np.random.default_rng(seed + 1000)
-    typical = np.array(
-        [
-            table.shape(Request(f"m{m}", int(c), 0, int(k), int(d), models))
-            for m, (c, d, k, models) in enumerate(
-                zip(workload.cpu, workload.milli, workload.count, workload.models, strict=True)
-            )
-        ],
-        dtype=np.int64,
-    )
+    typical, _ = table.typical()  # columns of M's task types
     arrived: list[Request] = []
     shapes = np.empty(len(stream), dtype=np.int64)  # FgdTable column of each arrived pod
     so_far = 0
@@ -77,7 +70,7 @@ def run(
         column = table.column(pod)
         best: list[int] = []
         if allocated >= start and so_far <= 1.01 * capacity:
-            best = _distinct_best(state, column, candidates)
+            best = distinct_best(state, column, candidates)
         if len(best) < 2:
             decision = table.decide(pod)
             if decision is not None:
@@ -99,23 +92,6 @@ def run(
         if so_far > 1.01 * capacity:
             break
     return float(np.mean(at_100))
-
-
-def _distinct_best(state: FleetState, column: np.ndarray, k: int) -> list[int]:
-    """The `k` best nodes of an FgdTable column, one per distinct node state."""
-    chosen: list[int] = []
-    seen: set[tuple[object, ...]] = set()
-    for n in np.argsort(-column):
-        if column[n] < 0:
-            break
-        key = (state.model[n], state.gpu_count[n], int(state.cpu_free[n]) // 1000,
-               tuple(sorted(state.gpu_free[n])))  # fmt: skip
-        if key not in seen:
-            seen.add(key)
-            chosen.append(int(n))
-            if len(chosen) == k:
-                break
-    return chosen
 
 
 def _outcome(

@@ -45,7 +45,7 @@ def choose(table: FgdTable, req: Request, rng: np.random.Generator, how: Lookahe
     """The node for container `req` (None: it fits nowhere). Changes nothing."""
     column = table.column(req)
     state = table.state
-    best = _distinct_best(state, column, how.candidates) if _allocated(state) >= how.start else []
+    best = distinct_best(state, column, how.candidates) if _allocated(state) >= how.start else []
     if len(best) < 2:
         node = int(column.argmax())
         return None if column[node] < 0 else node
@@ -68,7 +68,7 @@ def _allocated(state: FleetState) -> float:
     return 1 - int(state.gpu_free[state.schedulable].sum()) / capacity
 
 
-def _distinct_best(state: FleetState, column: np.ndarray, k: int) -> list[int]:
+def distinct_best(state: FleetState, column: np.ndarray, k: int) -> list[int]:
     """The `k` best nodes of a table column, one per distinct node state (GPUs free, whole vCPUs
     free, model, size and data centre: nodes equal in these roll out alike)."""
     chosen: list[int] = []

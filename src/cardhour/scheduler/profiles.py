@@ -3,6 +3,8 @@ its paper's only score plugin with weight 1000 (a tie among equal scores goes to
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cardhour.scheduler import fgd, keep_whole, scores  # noqa: F401  (registers the score plugins)
 from cardhour.scheduler.framework import Profile, register_profile
 from cardhour.scheduler.lookahead import Lookahead
@@ -18,7 +20,7 @@ register_profile(Profile("fgd", (("fgd", 1000),), share_gpu="plugin", needs_work
 
 # FGD, and among FGD's ties a GPU container joins a node already in use rather than opening an
 # untouched one (keep_whole.py). In-node GPU choice is topology-aware for every policy (gpusel.py).
-register_profile(
+FGD_KEEP_WHOLE = register_profile(
     Profile(
         "fgd-keep-whole",
         (("fgd", 1000), ("keep-whole", 1)),
@@ -32,11 +34,9 @@ register_profile(
 # best nodes in rollouts of 150 pods drawn from the typical workload (lookahead.py).
 # docs/benchmarks/scheduler.md has what it gains and costs, and what else was tried.
 register_profile(
-    Profile(
-        "cardhour",
-        (("fgd", 1000), ("keep-whole", 1)),
-        share_gpu="plugin",
-        needs_workload=True,
+    replace(
+        FGD_KEEP_WHOLE,
+        name="cardhour",
         description="fgd-keep-whole; near saturation FGD's best 5 nodes are tried in rollouts",
         lookahead=Lookahead(),
     )
