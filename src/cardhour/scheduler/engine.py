@@ -29,7 +29,7 @@ from cardhour.scheduler.framework import (
 )
 from cardhour.scheduler.gang import place_gang, place_node
 from cardhour.scheduler.gpusel import share_gpu, whole_gpus
-from cardhour.scheduler.request import Binding, Kind, Pending, Placement, Request
+from cardhour.scheduler.request import Kind, Pending, Placement, Request
 from cardhour.scheduler.state import FleetState
 
 
@@ -145,15 +145,7 @@ class Scheduler:
             gpus = whole_gpus(state, node, req.num_gpu)
         else:
             gpus = ()
-        binding = Binding(node, gpus, req.gpu_milli, req.cpu_milli, req.memory_mib, tag=req.tag)
-        leaf = state.leaf[node]
-        spine = state.spine[node]
-        return Placement(
-            req.id,
-            (binding,),
-            (state.leaves[leaf],) if leaf >= 0 else (),
-            (state.spines[spine],) if spine >= 0 else (),
-        )
+        return state.container_placement(req, node, gpus)
 
     def bind(self, state: FleetState, req: Request) -> Placement | Pending:
         """Place and reserve on `state`."""

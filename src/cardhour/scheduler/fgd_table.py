@@ -19,7 +19,7 @@ import numpy as np
 from cardhour.scheduler import fgd_kernels as kern
 from cardhour.scheduler.frag import FragMeter, TypicalWorkload
 from cardhour.scheduler.gpusel import whole_gpus
-from cardhour.scheduler.request import Binding, Kind, Placement, Request
+from cardhour.scheduler.request import Kind, Placement, Request
 from cardhour.scheduler.state import FleetState
 
 _CHUNK = 64  # score columns added at a time
@@ -166,12 +166,4 @@ class FgdTable:
             gpus = whole_gpus(self.state, node, req.num_gpu)
         else:
             gpus = ()
-        s = self.state
-        binding = Binding(node, gpus, req.gpu_milli, req.cpu_milli, req.memory_mib, tag=req.tag)
-        leaf, spine = s.leaf[node], s.spine[node]
-        return Placement(
-            req.id,
-            (binding,),
-            (s.leaves[leaf],) if leaf >= 0 else (),
-            (s.spines[spine],) if spine >= 0 else (),
-        )
+        return self.state.container_placement(req, node, gpus)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cardhour.scheduler.request import Placement
+from cardhour.scheduler.request import Binding, Placement, Request
 
 MILLI = 1000
 # Hosted-pod tags for the clustering policy: column 0 = GPU-sharing pods, column k = k-GPU pods.
@@ -165,6 +165,17 @@ class FleetState:
                 "hosted": self.hosted.copy(),
                 "version": self.version.copy(),
             }
+        )
+
+    def container_placement(self, req: Request, node: int, gpus: tuple[int, ...]) -> Placement:
+        """Container `req` on `node` with `gpus`, naming the node's IB leaf and spine if any."""
+        binding = Binding(node, gpus, req.gpu_milli, req.cpu_milli, req.memory_mib, tag=req.tag)
+        leaf, spine = self.leaf[node], self.spine[node]
+        return Placement(
+            req.id,
+            (binding,),
+            (self.leaves[leaf],) if leaf >= 0 else (),
+            (self.spines[spine],) if spine >= 0 else (),
         )
 
     def assume(self, placement: Placement) -> None:
