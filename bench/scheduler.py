@@ -238,6 +238,12 @@ GANG_HEAD = [
 ]
 
 
+def lookahead_start() -> float:
+    """The allocated share from which our default policy's lookahead works."""
+    lookahead = PROFILES[profiles.DEFAULT_POLICY].lookahead
+    return 1.0 if lookahead is None else lookahead.start
+
+
 def md_table(head: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -303,9 +309,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "`Scheduler.place` of one container (1 whole GPU, 4 vCPU, 16 GiB) on the 1,213-node openb "
         "fleet after binding the first 50% (every policy) or 90% (fgd and ours: our lookahead "
-        "works from 80% of GPUs allocated) by GPU request of the shuffled default trace with "
-        f"the same policy; {lat['samples']} samples after warm-up, one node's state changed "
-        "between samples.",
+        f"works from {lookahead_start():.0%} of GPUs allocated) by GPU request of the shuffled "
+        "default trace with the same policy; "
+        f"{lat['samples']} samples after warm-up, one node's state changed between samples.",
         "",
         md_table(LATENCY_HEAD, latency_rows(report)),
         "",

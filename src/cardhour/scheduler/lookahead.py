@@ -29,10 +29,10 @@ class Lookahead:
     """How hard to look: nodes tried, future pods per rollout, rollouts per node, and the share of
     GPU capacity allocated from which it starts."""
 
-    candidates: int = 5
-    horizon: int = 150
+    candidates: int = 10
+    horizon: int = 75
     samples: int = 1
-    start: float = 0.8
+    start: float = 0.6
 
     def __post_init__(self) -> None:
         if self.candidates < 1 or self.horizon < 1 or self.samples < 1:

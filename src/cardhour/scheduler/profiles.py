@@ -30,14 +30,14 @@ FGD_KEEP_WHOLE = register_profile(
     )
 )
 
-# Ours: fgd-keep-whole, and from 80% of the GPUs allocated each container is tried on FGD's 5
-# best nodes in rollouts of 150 pods drawn from the typical workload (lookahead.py).
+# Ours: fgd-keep-whole, and from 60% of the GPUs allocated each container is tried on FGD's 10
+# best nodes in rollouts of 75 pods drawn from the typical workload (lookahead.py).
 # docs/benchmarks/scheduler.md has what it gains and costs, and what else was tried.
 register_profile(
     replace(
         FGD_KEEP_WHOLE,
         name="cardhour",
-        description="fgd-keep-whole; near saturation FGD's best 5 nodes are tried in rollouts",
+        description="fgd-keep-whole; from 60% allocated FGD's best 10 nodes are tried in rollouts",
         lookahead=Lookahead(),
     )
 )
