@@ -1,5 +1,5 @@
-"""FGD with Monte-Carlo rollouts near saturation: an experiment on the openb traces, not the
-product's policy (it is 100-400 times slower than FGD).
+"""FGD with Monte-Carlo rollouts near saturation: the experiment behind the product's lookahead
+(lookahead.py), with its settings as options and pure FGD ties (no keep-whole).
 
 Below `--start` (the share of GPU capacity allocated) and for the whole-node/gang kinds every
 pod is placed by FGD. From `--start` until the arrived GPU request passes 101% of capacity, a

@@ -30,15 +30,19 @@ FGD_KEEP_WHOLE = register_profile(
     )
 )
 
-# Ours: fgd-keep-whole, and from 60% of the GPUs allocated each container is tried on FGD's 10
-# best nodes in rollouts of 75 pods drawn from the typical workload (lookahead.py).
+# Ours: fgd-keep-whole, and near saturation each container is tried on FGD's best nodes in
+# rollouts of pods drawn from the typical workload (lookahead.py; its defaults are the settings).
 # docs/benchmarks/scheduler.md has what it gains and costs, and what else was tried.
+_LOOKAHEAD = Lookahead()
 register_profile(
     replace(
         FGD_KEEP_WHOLE,
         name="cardhour",
-        description="fgd-keep-whole; from 60% allocated FGD's best 10 nodes are tried in rollouts",
-        lookahead=Lookahead(),
+        description=(
+            f"fgd-keep-whole; from {_LOOKAHEAD.start:.0%} allocated FGD's best "
+            f"{_LOOKAHEAD.candidates} nodes are tried in rollouts"
+        ),
+        lookahead=_LOOKAHEAD,
     )
 )
 

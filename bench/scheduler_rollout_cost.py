@@ -1,0 +1,93 @@
+"""Where a lookahead rollout's time goes: one `FgdTable.rollout` against one best-node scan.
+
+Fills the openb fleet by FGD with the shuffled default trace (seed 42) up to `--fill` of GPU
+capacity, then times (a) rollouts of `--horizon` pods drawn from the typical workload M on FGD's
+`--candidates` best nodes for the trace's first pod, and (b) `best_node` on a column with nothing
+to rescore, called in a compiled loop (no Python dispatch), i.e. the bare scan over all nodes.
+
+    .venv/bin/python bench/scheduler_rollout_cost.py [--fill 0.7] [--candidates 10] [--horizon 75]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+
+from cardhour.scheduler import fgd_kernels as kern
+from cardhour.scheduler import replay
+from cardhour.scheduler.fgd_table import FgdTable
+from cardhour.scheduler.frag import TypicalWorkload
+from cardhour.scheduler.lookahead import distinct_best
+from cardhour.scheduler.request import MILLI
+from cardhour.scheduler.state import FleetState
+from cardhour.scheduler.trace import parse_nodes, parse_pods
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "openb"
+
+
+@nb.njit
+def _scans(t, st, mt, tb, repeat):  # type: ignore[no-untyped-def]
+    total = 0
+    for _ in range(repeat):
+        total += kern.best_node(t, st, mt, tb)
+    return total
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--fill", type=float, default=0.7, help="GPU share allocated first (0.7)")
+    p.add_argument("--candidates", type=int, default=10)
+    p.add_argument("--horizon", type=int, default=75)
+    p.add_argument("--rounds", type=int, default=200, help="rollouts per candidate (200)")
+    args = p.parse_args(argv)
+    nodes = parse_nodes((TRACES / "openb_node_list_gpu_node.csv").read_text())
+    pods = parse_pods((TRACES / "openb_pod_list_default.csv").read_text())
+    rng = np.random.default_rng(42)
+    state = FleetState.build(nodes)
+    capacity = int(state.gpu_count.sum()) * MILLI
+    workload = TypicalWorkload.from_requests(pods)
+    rank = rng.permutation(len(state))
+    stream = replay.tune_pods(pods, capacity, 1.3, rng)
+    table = FgdTable(state, workload, rank)
+    arrived = 0
+    for pod in stream:
+        arrived += pod.gpu_total_milli
+        decision = table.decide(pod)
+        if decision is not None:
+            state.assume(decision)
+        if arrived > args.fill * capacity:
+            break
+    pod = stream[0]
+    best = distinct_best(state, table.column(pod), args.candidates)
+    types, prob = table.typical()
+    draws = np.random.default_rng(1).choice(len(types), (args.rounds, args.horizon), p=prob)
+    table.rollout(pod, best[0], types[draws[0]])  # compile / load the kernels first
+    started = time.perf_counter()
+    for row in draws:
+        for node in best:
+            table.rollout(pod, node, types[row])
+    per_rollout = (time.perf_counter() - started) / (args.rounds * len(best))
+    t = table.shape(pod)
+    _scans(t, table._st, table._mt, table._tb, 1)
+    repeat = 20_000
+    started = time.perf_counter()
+    _scans(t, table._st, table._mt, table._tb, repeat)
+    per_scan = (time.perf_counter() - started) / repeat
+    print(
+        f"fill {args.fill:.0%}, {len(best)} candidates, horizon {args.horizon}, {len(state)} nodes"
+    )
+    print(
+        f"rollout:   {per_rollout * 1e3:.2f} ms "
+        f"({per_rollout / (args.horizon + 1) * 1e6:.1f} µs per pod)"
+    )
+    print(f"bare scan: {per_scan * 1e6:.1f} µs per best_node call on a fresh column")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
