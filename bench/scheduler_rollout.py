@@ -36,6 +36,20 @@ from cardhour.scheduler.trace import parse_nodes, parse_pods
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "openb"
 
 
+def fresh_replay(trace: str, seed: int) -> tuple[FleetState, FgdTable, list[Request], int]:
+    """The FGD protocol's start for one seed: the empty openb fleet, an FGD table over it (M from
+    the trace, the seed's tie order), the shuffled tuned pod stream, and GPU capacity in milli."""
+    nodes = parse_nodes((TRACES / "openb_node_list_gpu_node.csv").read_text())
+    pods = parse_pods((TRACES / f"openb_pod_list_{trace}.csv").read_text())
+    rng = np.random.default_rng(seed)
+    state = FleetState.build(nodes)
+    capacity = int(state.gpu_count.sum()) * MILLI
+    workload = TypicalWorkload.from_requests(pods)
+    rank = rng.permutation(len(state))
+    stream = replay.tune_pods(pods, capacity, 1.3, rng)
+    return state, FgdTable(state, workload, rank), stream, capacity
+
+
 def run(
     trace: str,
     seed: int,
@@ -46,15 +60,8 @@ def run(
     from_workload: bool = False,
 ) -> float:
     """One seed of the FGD protocol; unallocated GPU % at 100% arrived."""
-    nodes = parse_nodes((TRACES / "openb_node_list_gpu_node.csv").read_text())
-    pods = parse_pods((TRACES / f"openb_pod_list_{trace}.csv").read_text())
-    rng = np.random.default_rng(seed)
-    state = FleetState.build(nodes)
-    capacity = int(state.gpu_count.sum()) * MILLI
-    workload = TypicalWorkload.from_requests(pods)
-    rank = rng.permutation(len(state))
-    stream = replay.tune_pods(pods, capacity, 1.3, rng)
-    table = FgdTable(state, workload, rank)
+    state, table, stream, capacity = fresh_replay(trace, seed)
+    workload = table.meter.w
     futures = np.random.default_rng(seed + 1000)
     typical, _ = table.typical()  # columns of M's task types
     arrived: list[Request] = []

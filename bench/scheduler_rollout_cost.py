@@ -13,21 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numba as nb
 import numpy as np
+from scheduler_rollout import fresh_replay
 
 from cardhour.scheduler import fgd_kernels as kern
-from cardhour.scheduler import replay
-from cardhour.scheduler.fgd_table import FgdTable
-from cardhour.scheduler.frag import TypicalWorkload
 from cardhour.scheduler.lookahead import distinct_best
-from cardhour.scheduler.request import MILLI
-from cardhour.scheduler.state import FleetState
-from cardhour.scheduler.trace import parse_nodes, parse_pods
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "openb"
 
 
 @nb.njit
@@ -45,15 +37,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--horizon", type=int, default=75)
     p.add_argument("--rounds", type=int, default=200, help="rollouts per candidate (200)")
     args = p.parse_args(argv)
-    nodes = parse_nodes((TRACES / "openb_node_list_gpu_node.csv").read_text())
-    pods = parse_pods((TRACES / "openb_pod_list_default.csv").read_text())
-    rng = np.random.default_rng(42)
-    state = FleetState.build(nodes)
-    capacity = int(state.gpu_count.sum()) * MILLI
-    workload = TypicalWorkload.from_requests(pods)
-    rank = rng.permutation(len(state))
-    stream = replay.tune_pods(pods, capacity, 1.3, rng)
-    table = FgdTable(state, workload, rank)
+    state, table, stream, capacity = fresh_replay("default", 42)
     arrived = 0
     for pod in stream:
         arrived += pod.gpu_total_milli
