@@ -135,6 +135,11 @@ def test_a_two_node_cluster_holds_both_nodes_whole(slurm: SlurmBackend) -> None:
     running = wait_for(slurm, "ch-pair-1", MachineState.RUNNING)
     assert running.state == MachineState.RUNNING, running
     assert running.connection["nodes"] == ["node1", "node2"]
+    keys = slurm._node_dir("ch-pair-1")  # running means up: the first step put keys on each node
+    assert sorted(p.name for p in keys.glob("*.authorized_keys")) == [
+        "node1.authorized_keys",
+        "node2.authorized_keys",
+    ]
     assert lines(slurm, "ch-pair-1", 2) == [
         "node=node1 gpus=0,1,2,3,4,5,6,7",
         "node=node2 gpus=0,1,2,3,4,5,6,7",

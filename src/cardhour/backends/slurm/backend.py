@@ -45,10 +45,11 @@ PENDING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
 JOB_SCRIPT = """#!/bin/bash
 # cardhour workload {name}: holds its GPUs until cancelled. On start, one step per node prints
 # what Slurm gave it and writes the workload's SSH keys to that node's file (the gate reads
-# them back from the node).
+# them back from the node). The job is up once every node has them (the ready marker).
 export CARDHOUR_KEYS={keys} CARDHOUR_NODES={nodes}
 srun --ntasks-per-node=1 bash -c 'echo "node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES"; \
-  install -D -m 600 "$CARDHOUR_KEYS" "$CARDHOUR_NODES/$SLURMD_NODENAME.authorized_keys"'
+  install -D -m 600 "$CARDHOUR_KEYS" "$CARDHOUR_NODES/$SLURMD_NODENAME.authorized_keys"' || exit 1
+touch "$CARDHOUR_NODES/job-$SLURM_JOB_ID.ready"
 exec sleep infinity
 """
 
@@ -185,6 +186,8 @@ class SlurmBackend(Backend):
         state = str(job.get("job_state", ""))
         if state in PENDING:
             return PollResult(MachineState.PROVISIONING, message=str(job.get("state_reason", "")))
+        if state == "RUNNING" and not self._set_up(external_name, job):
+            return PollResult(MachineState.PROVISIONING, message="installing SSH keys on its nodes")
         if state == "RUNNING":
             return PollResult(MachineState.RUNNING, self._connection(job))
         if state in ("FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE", "TIMEOUT"):
@@ -205,6 +208,11 @@ class SlurmBackend(Backend):
     def _pinned_to(self, job: Mapping[str, Any]) -> list[str]:
         """The nodes a job holds, or (while it waits) the nodes it was pinned to."""
         return self._expand(str(job.get("nodes") or job.get("required_nodes") or ""))
+
+    def _set_up(self, external_name: str, job: Mapping[str, Any]) -> bool:
+        """Whether the running job's first step (keys on every node) has finished: until then
+        the job holds its nodes but is not up yet."""
+        return (self._node_dir(external_name) / f"job-{_job_id(job)}.ready").exists()
 
     def _node_dir(self, external_name: str) -> Path:
         """Where each node's step installs the workload's keys (on the cluster's shared
