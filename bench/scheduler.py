@@ -2,8 +2,10 @@
 
 1. The replay matrix: every openb pod list × every policy (the six baselines and our default) ×
    seeds 42-51, in parallel processes. Each (trace, policy, seed) is cached as JSON under
-   `.bench-cache/<fingerprint>/`, where the fingerprint hashes the scheduler's source, the node
-   list and the tuning; a rerun computes only what is missing, and any engine change starts over.
+   `.bench-cache/<fingerprint>/`, where a policy's fingerprint hashes the scheduler's source
+   that its replays depend on, its profile, the node list and the tuning
+   (`scheduler_matrix.fingerprint`); a rerun computes only what is missing: an engine change
+   reruns everything, a change to the lookahead only the policies that use one.
 2. Probes (`scheduler_probes.py`): single-GPU placement latency on the half-full openb fleet per
    policy, a 128-node gang on a 10,000-node synthetic fleet, FleetState memory, one FGD replay
    pinned to one core.
@@ -36,6 +38,7 @@ import scheduler_probes as probes
 from scheduler_matrix import (
     Cache,
     Task,
+    combined,
     fingerprint,
     load_nodes,
     load_pods,
@@ -284,8 +287,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Machine: {m['nproc']} CPUs (nproc), {m['cpu_model']}; Python {m['python']}, "
         f"numpy {m['numpy']}"
         + (f"; 1-min load average {load:.2f} when the bench started" if load is not None else ""),
-        f"- Date: {report['date']}; commit {report['commit']}; engine fingerprint "
-        f"`{report['fingerprint']}`",
+        f"- Date: {report['date']}; commit {report['commit']}; fingerprint "
+        f"`{report['fingerprint']}`"
+        + (
+            " (per policy: "
+            + ", ".join(f"{p} `{k}`" for p, k in report["fingerprints"].items())
+            + ")"
+            if report.get("fingerprints")
+            else ""
+        ),
         f"- Replays: seeds {format_seeds(report['seeds'])}, tune {report['tune']:g}, the FGD "
         "protocol of shared/docs/FGD_BENCHMARK.md; bench wall time "
         f"{report['elapsed_s']:.0f} s",
@@ -435,8 +445,8 @@ def main(argv: list[str]) -> int:
     nodes_path = args.trace_dir / NODE_FILE
     if not nodes_path.exists():
         raise SystemExit(f"error: {nodes_path} does not exist")
-    key = fingerprint(nodes_path, TUNE)
-    cache = Cache(args.cache_dir, key)
+    keys = {policy: fingerprint(nodes_path, TUNE, policy) for policy in policies}
+    cache = Cache(args.cache_dir, keys)
     tasks = [Task(t, p, s) for t in traces for p in policies for s in seeds]
     results = run_matrix(tasks, nodes_path, TUNE, cache, args.jobs)
 
@@ -463,7 +473,8 @@ def main(argv: list[str]) -> int:
         "machine": host,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit(),
-        "fingerprint": key,
+        "fingerprint": combined(keys),
+        "fingerprints": keys,
         "seeds": seeds,
         "tune": TUNE,
         "default_policy": profiles.DEFAULT_POLICY,
@@ -474,8 +485,8 @@ def main(argv: list[str]) -> int:
         "one_core": single,
     }
     report["elapsed_s"] = time.perf_counter() - started
-    cache.dir.mkdir(parents=True, exist_ok=True)
-    (cache.dir / "last-report.json").write_text(json.dumps(report, indent=1, default=str))
+    args.cache_dir.mkdir(parents=True, exist_ok=True)
+    (args.cache_dir / "last-report.json").write_text(json.dumps(report, indent=1, default=str))
     sys.stdout.write(render_console(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     existing = args.out.read_text() if args.out.exists() else None

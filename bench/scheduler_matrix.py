@@ -1,9 +1,10 @@
 """The replay matrix of `bench/scheduler.py`: (trace, policy, seed) runs in processes, cached.
 
 Cache layout: `<cache>/<fingerprint>/<trace stem>-<trace sha>/<policy>/<seed>.json`, one
-`run_record` each, written atomically (a killed bench leaves no half file). The fingerprint
-hashes every source file of `cardhour.scheduler`, the node list and the tuning, so results of
-another engine version are never mixed in; old fingerprints are left for `rm -rf .bench-cache`.
+`run_record` each, written atomically (a killed bench leaves no half file). A policy's
+fingerprint hashes what its replays depend on (see `fingerprint`), so results of another engine
+version are never mixed in, and a change to the lookahead reruns only the policies that use it;
+old fingerprints are left for `rm -rf .bench-cache`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import cardhour.scheduler
 from cardhour.scheduler import profiles
+from cardhour.scheduler.framework import profile_named
 from cardhour.scheduler.replay import replay
 from cardhour.scheduler.report import (
     distance,
@@ -41,14 +43,32 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fingerprint(nodes_path: Path, tune: float) -> str:
-    """16 hex digits naming the engine's source, the node list and the tuning."""
-    package = Path(cardhour.scheduler.__file__).parent
+PACKAGE = Path(cardhour.scheduler.__file__).parent
+# Hashed per policy instead of with the engine: profiles.py only registers the profiles (each
+# policy hashes its own profile's repr), and lookahead.py runs only for a profile with a
+# lookahead (the engine calls it for nothing else), so nothing else may move into these two.
+PER_POLICY = ("profiles.py", "lookahead.py")
+
+
+def fingerprint(nodes_path: Path, tune: float, policy: str, package: Path = PACKAGE) -> str:
+    """16 hex digits naming what `policy`'s replays depend on: the source of every module of
+    `package` but `PER_POLICY`, the policy's profile (its repr: plugins, weights, settings),
+    lookahead.py's source when the profile has a lookahead, the node list and the tuning."""
+    profile = profile_named(policy)
     h = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
-        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+        name = str(path.relative_to(package))
+        if name not in PER_POLICY or (name == "lookahead.py" and profile.lookahead is not None):
+            h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    h.update(repr(profile).encode() + b"\0")
     h.update(nodes_path.read_bytes() + f"\0tune={tune!r}".encode())
     return h.hexdigest()[:16]
+
+
+def combined(keys: dict[str, str]) -> str:
+    """One name (16 hex digits) for a set of policies' fingerprints."""
+    text = "".join(f"{policy}={key}\n" for policy, key in sorted(keys.items()))
+    return _sha(text.encode())[:16]
 
 
 @dataclass(frozen=True)
@@ -75,15 +95,19 @@ def run_task(trace: str, nodes: str, policy: str, seed: int, tune: float) -> dic
 
 
 class Cache:
-    def __init__(self, root: Path, key: str) -> None:
-        self.dir = root / key
+    """Replay records under `root`, each policy's under its fingerprint (`keys[policy]`)."""
+
+    def __init__(self, root: Path, keys: dict[str, str]) -> None:
+        self.root = root
+        self.keys = dict(keys)
         self._trace_sha: dict[Path, str] = {}
 
     def path(self, task: Task) -> Path:
         sha = self._trace_sha.get(task.trace)
         if sha is None:
             sha = self._trace_sha[task.trace] = _sha(task.trace.read_bytes())[:10]
-        return self.dir / f"{task.trace.stem}-{sha}" / task.policy / f"{task.seed}.json"
+        key = self.keys[task.policy]
+        return self.root / key / f"{task.trace.stem}-{sha}" / task.policy / f"{task.seed}.json"
 
     def get(self, task: Task) -> dict[str, Any] | None:
         try:

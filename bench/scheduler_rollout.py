@@ -61,9 +61,8 @@ def run(
 ) -> float:
     """One seed of the FGD protocol; unallocated GPU % at 100% arrived."""
     state, table, stream, capacity = fresh_replay(trace, seed)
-    workload = table.meter.w
     futures = np.random.default_rng(seed + 1000)
-    typical, _ = table.typical()  # columns of M's task types
+    typical, p_typical = table.typical()  # columns of the workload's every task type
     arrived: list[Request] = []
     shapes = np.empty(len(stream), dtype=np.int64)  # FgdTable column of each arrived pod
     so_far = 0
@@ -84,7 +83,7 @@ def run(
                 state.assume(decision)
         else:
             if from_workload:
-                picks = futures.choice(len(typical), size=(samples, horizon), p=workload.p)
+                picks = futures.choice(len(typical), size=(samples, horizon), p=p_typical)
                 samples_ = [typical[row] for row in picks]
             else:
                 picks = futures.integers(len(arrived), size=(samples, horizon))
@@ -120,7 +119,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--candidates", type=int, default=3, help="nodes tried per pod (3)")
     p.add_argument("--horizon", type=int, default=60, help="future pods per rollout (60)")
     p.add_argument("--samples", type=int, default=1, help="sampled futures per candidate (1)")
-    p.add_argument("--from-workload", action="store_true", help="sample futures from FGD's M")
+    p.add_argument(
+        "--from-workload",
+        action="store_true",
+        help="sample futures from the typical workload's task types (as the product does)",
+    )
     p.add_argument("--start", type=float, default=0.85, help="allocated share to start at")
     args = p.parse_args(argv)
     values = []

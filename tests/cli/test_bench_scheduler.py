@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -128,6 +129,9 @@ def test_markdown_has_a_table_per_trace_with_published_and_distance(bench: Modul
     assert "`make bench-scheduler BENCH_ARGS=--quick`" in md
     assert "2 CPUs (nproc), Test CPU" in md and "2025-01-01" in md
     assert md.rstrip().endswith(bench.NOTES_MARKER)
+    keys = {"bestfit": "a" * 16, "fgd": "b" * 16}
+    md = bench.render_markdown(fake_report(fingerprints=keys))
+    assert f"fingerprint `{'f' * 16}` (per policy: bestfit `{'a' * 16}`, fgd `{'b' * 16}`)" in md
 
 
 def test_targets_pass_and_fail(bench: ModuleType) -> None:
@@ -219,3 +223,31 @@ def test_paired_differences_are_per_seed(bench: ModuleType) -> None:
     out = paired(runs, fgd)
     assert out["lower"] == 2 and out["n"] == 3
     assert out["mean"] == pytest.approx(-0.0667, abs=1e-3)
+
+
+def test_a_lookahead_change_reruns_only_the_policies_with_a_lookahead(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    """The matrix cache's fingerprints: an edit to lookahead.py changes the `cardhour` policy's
+    (it has a lookahead) and no baseline's; an edit to any other engine module changes all."""
+    matrix = sys.modules["scheduler_matrix"]
+    package = tmp_path / "scheduler"
+    shutil.copytree(matrix.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,num_gpu,model\n")
+    policies = ("fgd", "bestfit", "cardhour")
+
+    def keys() -> dict[str, str]:
+        return {p: matrix.fingerprint(nodes, 1.3, p, package) for p in policies}
+
+    before = keys()
+    assert len(set(before.values())) == 3
+    with (package / "lookahead.py").open("a") as f:
+        f.write("\n# an edit\n")
+    after = keys()
+    assert after["cardhour"] != before["cardhour"]
+    assert (after["fgd"], after["bestfit"]) == (before["fgd"], before["bestfit"])
+    with (package / "fgd_table.py").open("a") as f:
+        f.write("\n# an edit\n")
+    assert all(a != b for a, b in zip(keys().values(), after.values(), strict=True))
+    assert matrix.combined(after) != matrix.combined(before)
