@@ -143,7 +143,24 @@ def test_targets_pass_and_fail(bench: ModuleType) -> None:
     assert list(bad.values()).count("FAIL") == 2
     md = bench.render_markdown(dict(slow, gang=[gang]))
     assert "| 5.20 s | ≤ 5 s | FAIL |" in md
-    assert "| 5 (minimum 4) | the minimum | FAIL |" in md
+    assert "| 5 (minimum 4), 10.0 ms | the minimum, ≤ 50 ms | FAIL |" in md
+    # a slow gang fails on time alone; the default policy's latency is a target at every fill
+    late = dict(fake_report()["gang"][0], max_s=0.06)
+    near_full = {**fake_report()["latency"][1], "fill_pct": 90, "p50_s": 1e-3, "p99_s": 3e-3}
+    report = fake_report(gang=[late])
+    report["latency"].append(near_full)
+    rows = {row[0]: row for row in bench.targets(report)}
+    assert rows["one 1-GPU container placed by fgd at 50% arrived: p99"][1:] == [
+        "0.50 ms",
+        "≤ 2 ms",
+        "pass",
+    ]
+    assert rows["one 1-GPU container placed by fgd at 90% arrived: p99"][1:] == [
+        "3.00 ms",
+        "≤ 2 ms",
+        "FAIL",
+    ]
+    assert [r[-1] for name, r in rows.items() if name.startswith("128-node gang")] == ["FAIL"]
 
 
 def test_latency_ratios_are_against_fgd(bench: ModuleType) -> None:
