@@ -49,6 +49,7 @@ from scheduler_matrix import (
 from cardhour.scheduler import profiles
 from cardhour.scheduler.framework import PROFILES
 from cardhour.scheduler.report import format_seeds, parse_seeds
+from cardhour.scheduler.request import Request
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_DIR = ROOT.parent / "shared" / "traces" / "openb"
@@ -169,7 +170,7 @@ def targets(report: dict[str, Any]) -> list[list[str]]:
         ]
     )
     for row in report["latency"]:  # every fill measured, near saturation included
-        if row["policy"] == report["default_policy"]:
+        if row["policy"] == report["default_policy"] and row.get("container", WHOLE) == WHOLE:
             rows.append(
                 [
                     f"one 1-GPU container placed by {row['policy']} at "
@@ -197,11 +198,11 @@ def targets(report: dict[str, Any]) -> list[list[str]]:
 
 def latency_rows(report: dict[str, Any]) -> list[list[str]]:
     """Per (policy, fill): p50/p99 in ms and the ratio to fgd at the same fill."""
-    fgd = {row.get("fill_pct", 50): row for row in report["latency"] if row["policy"] == "fgd"}
+    fgd = {_probe(row): row for row in report["latency"] if row["policy"] == "fgd"}
     rows = []
     for row in report["latency"]:
         fill = row.get("fill_pct", 50)
-        base = fgd.get(fill)
+        base = fgd.get(_probe(row))
         ratio = (
             f"{row['p50_s'] / base['p50_s']:.2f} / {row['p99_s'] / base['p99_s']:.2f}"
             if base
@@ -210,6 +211,7 @@ def latency_rows(report: dict[str, Any]) -> list[list[str]]:
         rows.append(
             [
                 row["policy"],
+                row.get("container", WHOLE),
                 f"{fill:g}",
                 f"{row['p50_s'] * 1e3:.2f}",
                 f"{row['p99_s'] * 1e3:.2f}",
@@ -218,6 +220,11 @@ def latency_rows(report: dict[str, Any]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _probe(row: dict[str, Any]) -> tuple[str, int]:
+    """(container, fill %) of a latency row; reports before the share probe have whole GPUs."""
+    return row.get("container", WHOLE), row.get("fill_pct", 50)
 
 
 def gang_rows(report: dict[str, Any]) -> list[list[str]]:
@@ -241,9 +248,10 @@ MATRIX_HEAD = [
 ]  # fmt: skip
 TARGET_HEAD = ["target", "measured", "target", "result"]
 LATENCY_HEAD = [
-    "policy", "arrived %", "p50 ms", "p99 ms", "p50 / p99 vs fgd", "GPU allocated %",
+    "policy", "container", "arrived %", "p50 ms", "p99 ms", "p50 / p99 vs fgd", "GPU allocated %",
 ]  # fmt: skip
 LATENCY_FILLS = (50, 90)  # every policy at 50% arrived; fgd and ours also near saturation
+WHOLE = probes.container(probes.PROBE)  # target 4's single-GPU container
 GANG_HEAD = [
     "occupancy",
     "free nodes",
@@ -256,10 +264,10 @@ GANG_HEAD = [
 ]
 
 
-def lookahead_start() -> float:
-    """The allocated share from which our default policy's lookahead works."""
+def lookahead_start(probe: Request = probes.PROBE) -> float:
+    """The allocated share from which our default policy's lookahead places `probe`."""
     lookahead = PROFILES[profiles.DEFAULT_POLICY].lookahead
-    return 1.0 if lookahead is None else lookahead.start
+    return 1.0 if lookahead is None else lookahead.starts_at(probe)
 
 
 def md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -335,7 +343,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "`Scheduler.place` of one container (1 whole GPU, 4 vCPU, 16 GiB) on the 1,213-node openb "
         "fleet after binding the first 50% (every policy) or 90% (fgd and ours: our lookahead "
         f"works from {lookahead_start():.0%} of GPUs allocated) by GPU request of the shuffled "
-        "default trace with the same policy; "
+        "default trace with the same policy, and for fgd and ours a 0.5-GPU share with the same "
+        f"CPU and memory at 50% (ours looks ahead for shares from "
+        f"{lookahead_start(probes.PROBE_SHARE):.0%}); "
         f"{lat['samples']} samples after warm-up, one node's state changed between samples.",
         "",
         md_table(LATENCY_HEAD, latency_rows(report)),
@@ -474,6 +484,12 @@ def main(argv: list[str]) -> int:
             row = probes.placement_latency(nodes, pods, policy, args.latency_samples, fill / 100)
             latency.append(row)
             log(f"latency {policy} at {fill}%: p50 {row['p50_s'] * 1e3:.2f} ms")
+    for policy in ("fgd", profiles.DEFAULT_POLICY):  # a share, where ours looks ahead earlier
+        row = probes.placement_latency(
+            nodes, pods, policy, args.latency_samples, 0.5, probe=probes.PROBE_SHARE
+        )
+        latency.append(row)
+        log(f"latency {policy}, {row['container']} at 50%: p50 {row['p50_s'] * 1e3:.2f} ms")
     gang = [probes.gang_placement(10_000, occ, repeats=10) for occ in ("mixed", "uniform")]
     log("gang: done")
     memory = probes.fleet_memory(10_000)

@@ -23,6 +23,7 @@ from cardhour.scheduler.request import MILLI, Binding, Placement, Request
 from cardhour.scheduler.state import FleetState, NodeInfo
 
 PROBE = Request(id="probe", num_gpu=1, gpu_milli=1000, cpu_milli=4000, memory_mib=16384)
+PROBE_SHARE = Request(id="probe-share", num_gpu=1, gpu_milli=500, cpu_milli=4000, memory_mib=16384)
 GANG = Request(id="gang", nodes=128, num_gpu=8)
 NODES_PER_LEAF = 32
 LEAVES_PER_SPINE = 8
@@ -64,9 +65,10 @@ def placement_latency(
     samples: int,
     share: float = 0.5,
     seed: int = 42,
+    probe: Request = PROBE,
 ) -> dict[str, Any]:
-    """p50/p99 seconds of `Scheduler.place` for one whole GPU once `share` of the capacity has
-    arrived (see `half_full`).
+    """p50/p99 seconds of `Scheduler.place` for `probe` (one whole GPU) once `share` of the
+    capacity has arrived (see `half_full`).
 
     Between samples the decision is reserved and released (untimed), which bumps one node's
     version as a real cycle would, so cached per-node statistics are refreshed as in production.
@@ -75,7 +77,7 @@ def placement_latency(
     times: list[float] = []
     for i in range(samples + 5):
         started = time.perf_counter()
-        decision = scheduler.place(state, PROBE)
+        decision = scheduler.place(state, probe)
         elapsed = time.perf_counter() - started
         if i >= 5:  # warm-up
             times.append(elapsed)
@@ -84,12 +86,18 @@ def placement_latency(
             state.forget(decision)
     return {
         "policy": policy,
+        "container": container(probe),
         "fill_pct": round(share * 100),
         "samples": samples,
         "p50_s": percentile(times, 50),
         "p99_s": percentile(times, 99),
         **fill,
     }
+
+
+def container(probe: Request) -> str:
+    """What a latency probe places, in words: "1 GPU", "0.5 GPU"."""
+    return f"{probe.num_gpu * probe.gpu_milli / 1000:g} GPU"
 
 
 def synthetic_fleet(count: int) -> list[NodeInfo]:

@@ -165,12 +165,25 @@ def test_targets_pass_and_fail(bench: ModuleType) -> None:
 
 def test_latency_ratios_are_against_fgd(bench: ModuleType) -> None:
     rows = bench.latency_rows(fake_report())
-    assert rows[0] == ["bestfit", "50", "0.10", "0.20", "0.50 / 0.40", "50.0"]
-    assert rows[1][4] == "1.00 / 1.00"
+    assert rows[0] == ["bestfit", "1 GPU", "50", "0.10", "0.20", "0.50 / 0.40", "50.0"]
+    assert rows[1][5] == "1.00 / 1.00"
     near_full = dict(policy="cardhour", fill_pct=90, p50_s=4e-3, p99_s=1e-2)
     report = fake_report()
     report["latency"].append({**near_full, "gpu_allocated_pct": 89.0})
-    assert bench.latency_rows(report)[2][:5] == ["cardhour", "90", "4.00", "10.00", "-"]
+    assert bench.latency_rows(report)[2][:6] == ["cardhour", "1 GPU", "90", "4.00", "10.00", "-"]
+    # a share is set against fgd's share, and is no target row (target 4 is a whole GPU)
+    share = dict(container="0.5 GPU", fill_pct=50, gpu_allocated_pct=50.0)
+    report["latency"] += [
+        {**share, "policy": "fgd", "p50_s": 1e-4, "p99_s": 2e-4},
+        {**share, "policy": "cardhour", "p50_s": 4e-3, "p99_s": 6e-3},
+    ]
+    assert bench.latency_rows(report)[4][:6] == [
+        "cardhour", "0.5 GPU", "50", "4.00", "6.00", "40.00 / 30.00",
+    ]  # fmt: skip
+    targets = [row[0] for row in bench.targets(dict(report, default_policy="cardhour"))]
+    assert [t for t in targets if "container placed" in t] == [
+        "one 1-GPU container placed by cardhour at 90% arrived: p99"
+    ]
 
 
 def test_console_tables_are_aligned(bench: ModuleType) -> None:
