@@ -12,21 +12,20 @@ from cardhour.scheduler.framework import Profile, register_profile
 from cardhour.scheduler.lookahead import Lookahead
 from cardhour.scheduler.profiles import DEFAULT_POLICY
 from cardhour.scheduler.replay import replay
-from cardhour.scheduler.request import Kind, Placement
+from cardhour.scheduler.request import Placement
 from cardhour.scheduler.trace import parse_nodes, parse_pods
 from tests.scheduler.factories import assert_unchanged, snapshot
 from tests.scheduler.test_fgd_table import bindings, random_fleet, random_request
 from tests.scheduler.test_replay import OPENB
 
 
-def profile(start: float, share_start: float | None = None) -> Profile:
-    shares = start if share_start is None else share_start
+def profile(start: float) -> Profile:
     return Profile(
-        f"lookahead-test-{start}-{shares}",
+        f"lookahead-test-{start}",
         (("fgd", 1000), ("keep-whole", 1)),
         share_gpu="plugin",
         needs_workload=True,
-        lookahead=Lookahead(candidates=3, horizon=20, start=start, share_start=shares),
+        lookahead=Lookahead(candidates=3, horizon=20, start=start),
     )
 
 
@@ -35,8 +34,6 @@ def test_settings_are_checked() -> None:
         Lookahead(candidates=0)
     with pytest.raises(ValueError, match="in \\[0, 1\\]"):
         Lookahead(start=1.5)
-    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
-        Lookahead(share_start=-0.1)
     with pytest.raises(ValueError, match="lookahead needs FGD's scores"):
         register_profile(Profile("bad", (("bestfit", 1000),), lookahead=Lookahead()))
 
@@ -50,9 +47,8 @@ def test_rollouts_change_nothing_and_below_start_it_is_fgd(seed: int) -> None:
     rank = rng.permutation(len(state))
     looking = Scheduler(profile(0.0), workload, seed=seed, tie_rank=rank)
     never = Scheduler(profile(1.0), workload, seed=seed, tie_rank=rank)
-    shares_only = Scheduler(profile(1.0, share_start=0.0), workload, seed=seed, tie_rank=rank)
     fgd = Scheduler("fgd-keep-whole", workload, tie_rank=rank, compiled=False)
-    differed = shares_differed = 0
+    differed = 0
     for req in requests:
         expected = fgd.place(state, req)
         before = snapshot(state)
@@ -61,19 +57,14 @@ def test_rollouts_change_nothing_and_below_start_it_is_fgd(seed: int) -> None:
         # it only chooses among the nodes FGD would consider: it places exactly what FGD places
         assert isinstance(decision, Placement) == isinstance(expected, Placement)
         assert bindings(never.place(state, req)) == bindings(expected)
-        share_decision = bindings(shares_only.place(state, req))
-        if req.kind is Kind.SHARE:
-            shares_differed += share_decision != bindings(expected)
-        else:  # only GPU shares start early
-            assert share_decision == bindings(expected)
         differed += bindings(decision) != bindings(expected)
         if isinstance(decision, Placement):
             state.assume(decision)
-    assert differed > 0 and shares_differed > 0  # the rollouts did choose otherwise at times
+    assert differed > 0  # the rollouts did choose otherwise at times
 
 
 def test_default_policy_beats_fgd_on_the_default_trace() -> None:
-    """Seed 42 (about 45 s): FGD leaves 4.68% unallocated at 100% arrived, ours 4.22%."""
+    """Seed 42 (about 50 s): FGD leaves 4.68% unallocated at 100% arrived, ours 4.36%."""
     if not OPENB.is_dir():
         pytest.skip(f"the openb traces are not at {OPENB}")
     nodes = parse_nodes((OPENB / "openb_node_list_gpu_node.csv").read_text())

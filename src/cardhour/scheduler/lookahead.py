@@ -2,9 +2,7 @@
 which sampled future pods fit best.
 
 FGD scores a node by the fragmentation the next pod of the typical workload M would see. Once
-`start` of the fleet's GPUs are allocated (`share_start` for a container with a fraction of one
-GPU, whose placement decides which GPUs end up as unusable slivers), a container's `candidates`
-best nodes by FGD (one per
+`start` of the fleet's GPUs are allocated, a container's `candidates` best nodes by FGD (one per
 distinct node state, FGD's tie order) are each tried in a rollout: the container is bound there,
 then `horizon` pods drawn from M (the same draws for every candidate) are placed by FGD and
 everything is undone (`FgdTable.rollout`). The candidate under which the drawn pods place the
@@ -22,38 +20,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from cardhour.scheduler.fgd_table import FgdTable
-from cardhour.scheduler.request import MILLI, Kind, Request
+from cardhour.scheduler.request import MILLI, Request
 from cardhour.scheduler.state import FleetState
 
 
 @dataclass(frozen=True)
 class Lookahead:
     """How hard to look: nodes tried, future pods per rollout, rollouts per node, and the share of
-    GPU capacity allocated from which it starts (`share_start` for GPU-share containers)."""
+    GPU capacity allocated from which it starts."""
 
     candidates: int = 10
     horizon: int = 75
     samples: int = 1
     start: float = 0.6
-    share_start: float = 0.4
 
     def __post_init__(self) -> None:
         if self.candidates < 1 or self.horizon < 1 or self.samples < 1:
             raise ValueError("lookahead candidates, horizon and samples must be at least 1")
-        if not (0 <= self.start <= 1 and 0 <= self.share_start <= 1):
+        if not 0 <= self.start <= 1:
             raise ValueError("lookahead start must be a share of capacity in [0, 1]")
-
-    def starts_at(self, req: Request) -> float:
-        """The allocated share of GPU capacity from which `req` is placed with rollouts."""
-        return self.share_start if req.kind is Kind.SHARE else self.start
 
 
 def choose(table: FgdTable, req: Request, rng: np.random.Generator, how: Lookahead) -> int | None:
     """The node for container `req` (None: it fits nowhere). Changes nothing."""
     column = table.column(req)
     state = table.state
-    looking = _allocated(state) >= how.starts_at(req)
-    best = distinct_best(state, column, how.candidates) if looking else []
+    best = distinct_best(state, column, how.candidates) if _allocated(state) >= how.start else []
     if len(best) < 2:
         node = int(column.argmax())
         return None if column[node] < 0 else node

@@ -39,9 +39,8 @@ register_profile(
         FGD_KEEP_WHOLE,
         name="cardhour",
         description=(
-            f"fgd-keep-whole; from {_LOOKAHEAD.start:.0%} allocated (GPU shares from "
-            f"{_LOOKAHEAD.share_start:.0%}) FGD's best {_LOOKAHEAD.candidates} nodes are tried "
-            "in rollouts"
+            f"fgd-keep-whole; from {_LOOKAHEAD.start:.0%} allocated FGD's best "
+            f"{_LOOKAHEAD.candidates} nodes are tried in rollouts"
         ),
         lookahead=_LOOKAHEAD,
     )
