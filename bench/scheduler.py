@@ -49,7 +49,6 @@ from scheduler_matrix import (
 from cardhour.scheduler import profiles
 from cardhour.scheduler.framework import PROFILES
 from cardhour.scheduler.report import format_seeds, parse_seeds
-from cardhour.scheduler.request import Request
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_DIR = ROOT.parent / "shared" / "traces" / "openb"
@@ -264,10 +263,10 @@ GANG_HEAD = [
 ]
 
 
-def lookahead_start(probe: Request = probes.PROBE) -> float:
-    """The allocated share from which our default policy's lookahead places `probe`."""
+def lookahead_start() -> float:
+    """The allocated share from which our default policy's lookahead works."""
     lookahead = PROFILES[profiles.DEFAULT_POLICY].lookahead
-    return 1.0 if lookahead is None else lookahead.starts_at(probe)
+    return 1.0 if lookahead is None else lookahead.start
 
 
 def md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -344,8 +343,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "fleet after binding the first 50% (every policy) or 90% (fgd and ours: our lookahead "
         f"works from {lookahead_start():.0%} of GPUs allocated) by GPU request of the shuffled "
         "default trace with the same policy, and for fgd and ours a 0.5-GPU share with the same "
-        f"CPU and memory at 50% (ours looks ahead for shares from "
-        f"{lookahead_start(probes.PROBE_SHARE):.0%}); "
+        "CPU and memory at 50%; "
         f"{lat['samples']} samples after warm-up, one node's state changed between samples.",
         "",
         md_table(LATENCY_HEAD, latency_rows(report)),
