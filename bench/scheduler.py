@@ -482,7 +482,7 @@ def main(argv: list[str]) -> int:
             row = probes.placement_latency(nodes, pods, policy, args.latency_samples, fill / 100)
             latency.append(row)
             log(f"latency {policy} at {fill}%: p50 {row['p50_s'] * 1e3:.2f} ms")
-    for policy in ("fgd", profiles.DEFAULT_POLICY):  # a share, where ours looks ahead earlier
+    for policy in ("fgd", profiles.DEFAULT_POLICY):  # a GPU share too
         row = probes.placement_latency(
             nodes, pods, policy, args.latency_samples, 0.5, probe=probes.PROBE_SHARE
         )

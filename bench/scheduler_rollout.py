@@ -62,7 +62,7 @@ def run(
     """One seed of the FGD protocol; unallocated GPU % at 100% arrived."""
     state, table, stream, capacity = fresh_replay(trace, seed)
     futures = np.random.default_rng(seed + 1000)
-    typical, p_typical = table.typical()  # columns of the workload's every task type
+    typical, p_typical = table.typical()  # columns of M's task types, their probabilities
     arrived: list[Request] = []
     shapes = np.empty(len(stream), dtype=np.int64)  # FgdTable column of each arrived pod
     so_far = 0
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--from-workload",
         action="store_true",
-        help="sample futures from the typical workload's task types (as the product does)",
+        help="sample futures from the typical workload M (as the product does)",
     )
     p.add_argument("--start", type=float, default=0.85, help="allocated share to start at")
     args = p.parse_args(argv)
