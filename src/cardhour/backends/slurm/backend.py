@@ -186,9 +186,11 @@ class SlurmBackend(Backend):
         state = str(job.get("job_state", ""))
         if state in PENDING:
             return PollResult(MachineState.PROVISIONING, message=str(job.get("state_reason", "")))
-        if state == "RUNNING" and not self._set_up(external_name, job):
-            return PollResult(MachineState.PROVISIONING, message="installing SSH keys on its nodes")
         if state == "RUNNING":
+            if not self._set_up(external_name, job):
+                return PollResult(
+                    MachineState.PROVISIONING, message="installing SSH keys on its nodes"
+                )
             return PollResult(MachineState.RUNNING, self._connection(job))
         if state in ("FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE", "TIMEOUT"):
             return PollResult(MachineState.FAILED, message=f"Slurm job {state.lower()}")
