@@ -45,20 +45,21 @@ def _sha(data: bytes) -> str:
 
 PACKAGE = Path(cardhour.scheduler.__file__).parent
 # Hashed per policy instead of with the engine: profiles.py only registers the profiles (each
-# policy hashes its own profile's repr), and lookahead.py runs only for a profile with a
-# lookahead (the engine calls it for nothing else), so nothing else may move into these two.
-PER_POLICY = ("profiles.py", "lookahead.py")
+# policy hashes its own profile's repr), and the lookahead's modules run only for a profile with
+# a lookahead (the engine calls them for nothing else), so nothing else may move into these.
+PER_POLICY = ("profiles.py", "lookahead.py", "lookahead_kernels.py")
+LOOKAHEAD = ("lookahead.py", "lookahead_kernels.py")
 
 
 def fingerprint(nodes_path: Path, tune: float, policy: str, package: Path = PACKAGE) -> str:
     """16 hex digits naming what `policy`'s replays depend on: the source of every module of
     `package` but `PER_POLICY`, the policy's profile (its repr: plugins, weights, settings),
-    lookahead.py's source when the profile has a lookahead, the node list and the tuning."""
+    the lookahead's modules when the profile has a lookahead, the node list and the tuning."""
     profile = profile_named(policy)
     h = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         name = str(path.relative_to(package))
-        if name not in PER_POLICY or (name == "lookahead.py" and profile.lookahead is not None):
+        if name not in PER_POLICY or (name in LOOKAHEAD and profile.lookahead is not None):
             h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     h.update(repr(profile).encode() + b"\0")
     h.update(nodes_path.read_bytes() + f"\0tune={tune!r}".encode())

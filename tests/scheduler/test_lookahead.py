@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cardhour.scheduler import lookahead_kernels as kern
 from cardhour.scheduler.engine import Scheduler
+from cardhour.scheduler.fgd_table import FgdTable
 from cardhour.scheduler.frag import TypicalWorkload
 from cardhour.scheduler.framework import Profile, register_profile
-from cardhour.scheduler.lookahead import Lookahead
+from cardhour.scheduler.lookahead import Lookahead, distinct_best
 from cardhour.scheduler.profiles import DEFAULT_POLICY
 from cardhour.scheduler.replay import replay
 from cardhour.scheduler.request import Placement
@@ -72,3 +74,43 @@ def test_default_policy_beats_fgd_on_the_default_trace() -> None:
     fgd = replay(nodes, pods, "fgd", 42).unallocated_gpu_pct["100"]
     ours = replay(nodes, pods, DEFAULT_POLICY, 42).unallocated_gpu_pct["100"]
     assert ours < fgd - 0.15
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+@pytest.mark.parametrize("top", [1, 24])
+def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int) -> None:
+    """`lookahead_kernels.rollouts` (listed best nodes, memo by node state) returns exactly the
+    sums of `FgdTable.rollout`, decision after decision with one memo, and changes nothing.
+    top=1 makes the listed nodes run out, so the full-scan path runs too."""
+    rng = np.random.default_rng(seed)
+    requests = [random_request(rng, i) for i in range(400)]
+    workload = TypicalWorkload.from_requests(requests)
+    state = random_fleet(np.random.default_rng(seed))
+    table = FgdTable(state, workload, rng.permutation(len(state)), keep_whole=True)
+    types, p = table.typical()
+    memo = kern.new_memo(state.gpu_free.shape[1], slots=256)  # small: generations turn over
+    compared = 0
+    for req in requests:
+        best = distinct_best(state, table.column(req), 4)
+        if len(best) >= 2:
+            futures = types[rng.choice(len(types), (2, 25), p=p)]
+            expected_volume = [sum(table.rollout(req, n, f)[0] for f in futures) for n in best]
+            expected_frag = []
+            for n in best:
+                total = 0.0
+                for f in futures:
+                    total = total + table.rollout(req, n, f)[1]
+                expected_frag.append(total)
+            before = snapshot(state)
+            st, mt, tb = table._st, table._mt, table._tb
+            volumes, frags = kern.rollouts(
+                table.shape(req), np.array(best), futures, st, mt, tb, top, memo
+            )
+            assert_unchanged(state, before)
+            assert volumes.tolist() == expected_volume
+            assert frags.tolist() == expected_frag  # exactly: the same sums in the same order
+            compared += 1
+        decision = table.decide(req)
+        if decision is not None:
+            state.assume(decision)
+    assert compared > 50

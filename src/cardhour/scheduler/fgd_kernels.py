@@ -11,31 +11,44 @@ Arrays are passed in two bundles so signatures stay short:
   restored;
 - `mt`: (fit [N,M] f8, small [N,M] f8, idle f8, frag f8, seen i8, access [N,M] b,
   wmilli i8, wcpu i8, wcount i8, weight f8, wsum [1] f8) — the meter cache and the workload M;
-- `tb`: (key [N,T] f8, gpu [N,T] i8, stamp [N,T] i8, order f8, shapes [T,6] i8 (cpu, memory,
-  GPU count, milli per GPU, keep-whole, data centre or -1), allowed [T, models+1] b,
+- `tb`: (key [T,N] f8, gpu [T,N] i8, stamp [T,N] i8 (a row per shape), order f8, shapes [T,6] i8
+  (cpu, memory, GPU count, milli per GPU, keep-whole, data centre or -1), allowed [T, models+1] b,
   counter [1] i8).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numba as nb
 import numpy as np
 
 MILLI = 1000
+
+
+def plain(inline: bool = False) -> Any:
+    """`nb.njit(cache=True)` without the runtime's reference counting (numba's `_nrt=False`), for
+    kernels that allocate nothing; `inline`: compiled into each caller. A call that passes the
+    array bundles to a reference-counted kernel costs about 1 µs, more than scoring a node."""
+    options: dict[str, Any] = {"cache": True, "_nrt": False}
+    if inline:
+        options["inline"] = "always"
+    return nb.njit(**options)
+
+
 # Versions a rollout gives the nodes it touches: unique, far above what `FleetState` counts to.
 ROLLOUT_VERSIONS = 1 << 40
 
 
-@nb.njit(cache=True)
+@plain(inline=True)
 def _type_frag(access, fitv, cnt, cpu, wcpu, smallv, idle):
     if access and fitv >= cnt and cpu >= wcpu:
         return smallv
     return idle
 
 
-@nb.njit(cache=True)
+@plain(inline=True)
 def refresh_node(n, st, mt):
     """Recompute the meter's statistics and F_n(M) of node n (frag.FragMeter.refresh)."""
     gpu_free, cpu_free, _, version = st[0], st[1], st[2], st[3]
@@ -63,12 +76,12 @@ def refresh_node(n, st, mt):
     seen[n] = version[n]
 
 
-@nb.njit(cache=True)
+@plain(inline=True)
 def _sigmoid_score(delta):
     return math.floor(100.0 / (1.0 + math.exp(-delta / 1000.0)))
 
 
-@nb.njit(cache=True)
+@plain(inline=True)
 def score_node(n, t, st, mt, tb):
     """(key, gpu) of node n for shape t: FGD's score × 1000 (+1 for keep-whole on a node in use)
     plus the tie fraction, or -1 when the shape does not fit; gpu = the share's GPU or -1."""
@@ -146,7 +159,7 @@ def score_node(n, t, st, mt, tb):
     return value + order[n], best_gpu
 
 
-@nb.njit(cache=True)
+@plain()
 def best_node(t, st, mt, tb):
     """Rescore the stale entries of column t; the node with the highest key, or -1 if none fits."""
     version = st[3]
@@ -154,16 +167,16 @@ def best_node(t, st, mt, tb):
     arg = -1
     top = -1.0
     for n in range(version.shape[0]):
-        if stamp[n, t] != version[n]:
-            key[n, t], gpu[n, t] = score_node(n, t, st, mt, tb)
-            stamp[n, t] = version[n]
-        if key[n, t] > top:
-            top = key[n, t]
+        if stamp[t, n] != version[n]:
+            key[t, n], gpu[t, n] = score_node(n, t, st, mt, tb)
+            stamp[t, n] = version[n]
+        if key[t, n] > top:
+            top = key[t, n]
             arg = n
     return arg
 
 
-@nb.njit(cache=True)
+@plain()
 def _take(n, t, st, tb, gpus, sign):
     """Apply (sign -1) or give back (+1) shape t on node n, GPUs in `gpus` (length k)."""
     gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
@@ -174,14 +187,14 @@ def _take(n, t, st, tb, gpus, sign):
         gpu_free[n, gpus[i]] += sign * shapes[t, 3]
 
 
-@nb.njit(cache=True)
+@plain()
 def _gpus_for(n, t, st, tb, out):
     """The GPUs shape t takes on node n: the share's scored GPU, else the first k whole free."""
     gpu_free = st[0]
     gpu, shapes = tb[1], tb[4]
     k, milli = shapes[t, 2], shapes[t, 3]
     if k == 1 and milli < MILLI:
-        out[0] = gpu[n, t]
+        out[0] = gpu[t, n]
         return 1
     taken = 0
     for g in range(gpu_free.shape[1]):
@@ -214,9 +227,9 @@ def rollout(first_node, first_t, future, st, mt, tb):
     counts = np.empty(steps, dtype=np.int64)
     # cache rows of each node as it was before its first touch
     saved = np.empty(steps, dtype=np.int64)
-    saved_key = np.empty((steps, key.shape[1]))
-    saved_gpu = np.empty((steps, key.shape[1]), dtype=np.int64)
-    saved_stamp = np.empty((steps, key.shape[1]), dtype=np.int64)
+    saved_key = np.empty((steps, key.shape[0]))
+    saved_gpu = np.empty((steps, key.shape[0]), dtype=np.int64)
+    saved_stamp = np.empty((steps, key.shape[0]), dtype=np.int64)
     saved_fit = np.empty((steps, fit.shape[1]))
     saved_small = np.empty((steps, fit.shape[1]))
     saved_scalars = np.empty((steps, 3))  # idle, frag, seen
@@ -227,9 +240,9 @@ def rollout(first_node, first_t, future, st, mt, tb):
         if i == 0:
             t = first_t
             n = first_node
-            if stamp[n, t] != version[n]:
-                key[n, t], gpu[n, t] = score_node(n, t, st, mt, tb)
-                stamp[n, t] = version[n]
+            if stamp[t, n] != version[n]:
+                key[t, n], gpu[t, n] = score_node(n, t, st, mt, tb)
+                stamp[t, n] = version[n]
         else:
             t = future[i - 1]
             n = best_node(t, st, mt, tb)
@@ -239,9 +252,9 @@ def rollout(first_node, first_t, future, st, mt, tb):
             if seen[n] != version[n]:
                 refresh_node(n, st, mt)
             saved[n_saved] = n
-            saved_key[n_saved] = key[n]
-            saved_gpu[n_saved] = gpu[n]
-            saved_stamp[n_saved] = stamp[n]
+            saved_key[n_saved] = key[:, n]
+            saved_gpu[n_saved] = gpu[:, n]
+            saved_stamp[n_saved] = stamp[:, n]
             saved_fit[n_saved] = fit[n]
             saved_small[n_saved] = small[n]
             saved_scalars[n_saved, 0] = idle[n]
@@ -270,9 +283,9 @@ def rollout(first_node, first_t, future, st, mt, tb):
         version[n] = old_versions[j]
     for j in range(n_saved):
         n = saved[j]
-        key[n] = saved_key[j]
-        gpu[n] = saved_gpu[j]
-        stamp[n] = saved_stamp[j]
+        key[:, n] = saved_key[j]
+        gpu[:, n] = saved_gpu[j]
+        stamp[:, n] = saved_stamp[j]
         fit[n] = saved_fit[j]
         small[n] = saved_small[j]
         idle[n] = saved_scalars[j, 0]

@@ -22,7 +22,7 @@ from cardhour.scheduler.gpusel import whole_gpus
 from cardhour.scheduler.request import Kind, Placement, Request
 from cardhour.scheduler.state import FleetState
 
-_CHUNK = 64  # score columns added at a time
+_CHUNK = 64  # shapes (score rows) added at a time
 Shape = tuple[int, int, int, int, frozenset[str], str | None]
 
 
@@ -67,9 +67,11 @@ class FgdTable:
         self._shapes: dict[Shape, int] = {}
         self._shape_rows = np.empty((0, 6), dtype=np.int64)
         self._allowed = np.empty((0, len(state.models) + 1), dtype=bool)
-        self.key = np.empty((n, 0))  # score + tie fraction per node and shape; -1: does not fit
-        self.gpu = np.empty((n, 0), dtype=np.int64)  # the share's GPU, else -1
-        self._stamp = np.empty((n, 0), dtype=np.int64)  # the version each entry was scored at
+        # per shape (row) and node: score + tie fraction, -1 where it does not fit; the share's
+        # GPU, else -1; the node version each entry was scored at
+        self.key = np.empty((0, n))
+        self.gpu = np.empty((0, n), dtype=np.int64)
+        self._stamp = np.empty((0, n), dtype=np.int64)
         self._tb = self._tables()
         self._typical: np.ndarray | None = None
 
@@ -87,10 +89,10 @@ class FgdTable:
         t = len(self._shapes)
         self._shapes[key] = t
         n = len(self.state)
-        if t == self.key.shape[1]:
-            self.key = np.hstack([self.key, np.full((n, _CHUNK), -1.0)])
-            self.gpu = np.hstack([self.gpu, np.full((n, _CHUNK), -1, dtype=np.int64)])
-            self._stamp = np.hstack([self._stamp, np.full((n, _CHUNK), -1, dtype=np.int64)])
+        if t == self.key.shape[0]:
+            self.key = np.vstack([self.key, np.full((_CHUNK, n), -1.0)])
+            self.gpu = np.vstack([self.gpu, np.full((_CHUNK, n), -1, dtype=np.int64)])
+            self._stamp = np.vstack([self._stamp, np.full((_CHUNK, n), -1, dtype=np.int64)])
             self._shape_rows = np.vstack([self._shape_rows, np.zeros((_CHUNK, 6), np.int64)])
             self._allowed = np.vstack(
                 [self._allowed, np.zeros((_CHUNK, self._allowed.shape[1]), dtype=bool)]
@@ -136,7 +138,7 @@ class FgdTable:
         A view, valid until the next call."""
         t = self.shape(req)
         kern.best_node(t, self._st, self._mt, self._tb)
-        return self.key[:, t]
+        return self.key[t]
 
     def decide(self, req: Request) -> Placement | None:
         """FGD's placement for `req`, or None when no node fits. Changes nothing."""
@@ -161,7 +163,7 @@ class FgdTable:
 
     def _bindable(self, req: Request, t: int, node: int) -> Placement:
         if req.kind is Kind.SHARE:
-            gpus: tuple[int, ...] = (int(self.gpu[node, t]),)
+            gpus: tuple[int, ...] = (int(self.gpu[t, node]),)
         elif req.kind is Kind.GPUS:
             gpus = whole_gpus(self.state, node, req.num_gpu)
         else:

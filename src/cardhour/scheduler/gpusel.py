@@ -17,20 +17,29 @@ from cardhour.scheduler.state import FleetState
 
 
 def whole_gpus(state: FleetState, node: int, k: int) -> tuple[int, ...]:
-    free = np.flatnonzero((state.gpu_free[node] == MILLI) & state.gpu_real[node])
+    # plain Python on the node's few GPUs: numpy's per-call overhead is the cost here
+    domain = state.domain[node].tolist()
+    free = [
+        g
+        for g, (milli, real) in enumerate(
+            zip(state.gpu_free[node].tolist(), state.gpu_real[node], strict=True)
+        )
+        if milli == MILLI and real
+    ]
     if len(free) < k:
         raise ValueError(f"{state.names[node]} has {len(free)} whole free GPUs, need {k}")
-    domains = state.domain[node, free]
-    ids, sizes = np.unique(domains, return_counts=True)
-    if len(ids) == 1:
-        return tuple(int(g) for g in free[:k])
-    fitting = sizes >= k
-    if fitting.any():
-        best = ids[fitting][np.argmin(sizes[fitting])]
-        return tuple(int(g) for g in free[domains == best][:k])
+    by_domain: dict[int, list[int]] = {}
+    for g in free:
+        by_domain.setdefault(domain[g], []).append(g)
+    if len(by_domain) == 1:
+        return tuple(free[:k])
+    ids = sorted(by_domain)
+    fitting = [d for d in ids if len(by_domain[d]) >= k]
+    if fitting:  # the smallest domain that holds k (the first such id on a tie)
+        return tuple(by_domain[min(fitting, key=lambda d: len(by_domain[d]))][:k])
     chosen: list[int] = []
-    for dom in ids[np.argsort(-sizes, kind="stable")]:
-        chosen.extend(int(g) for g in free[domains == dom][: k - len(chosen)])
+    for d in sorted(ids, key=lambda d: -len(by_domain[d])):  # largest first, ties by id
+        chosen.extend(by_domain[d][: k - len(chosen)])
         if len(chosen) == k:
             break
     return tuple(sorted(chosen))

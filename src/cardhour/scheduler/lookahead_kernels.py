@@ -1,0 +1,371 @@
+"""Compiled loops behind the lookahead (lookahead.py): FGD's few best distinct nodes, and every
+rollout of one decision in one call.
+
+`rollouts` returns what `fgd_kernels.rollout` returns for each candidate and sample, exactly
+(`tests/scheduler/test_lookahead.py` compares them), with far less work per future pod:
+
+- Before the first rollout, every column the rollouts can read is brought up to date and its
+  `top` best nodes listed in order. A node no rollout has touched keeps that score, so FGD's
+  choice among the untouched nodes is the first untouched one on the list (a full scan only when
+  the list runs out); the touched nodes, at most one per pod placed, are scored one by one.
+- A touched node's score and its F_n(M) are memoised by (node, shape, the node's free CPU,
+  memory and per-GPU milli): the rollouts of one decision share their futures, so they put the
+  same nodes into the same states again and again.
+
+The arrays are `FgdTable`'s bundles (fgd_kernels.py's docstring). Scores of untouched nodes are
+written as `best_node` would; rollouts change nothing else that outlives the call.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from cardhour.scheduler.fgd_kernels import (
+    MILLI,
+    ROLLOUT_VERSIONS,
+    best_node,
+    plain,
+    refresh_node,
+    score_node,
+)
+
+_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15, the golden-ratio multiplier
+_FRAG = -1  # the memo's shape for a node's F_n(M)
+
+
+@nb.njit(cache=True)
+def allocated(gpu_free, gpu_count, schedulable):
+    """The share of the schedulable nodes' GPU capacity allocated (0 with no capacity)."""
+    capacity = 0
+    free = 0
+    for n in range(gpu_free.shape[0]):
+        if schedulable[n]:
+            capacity += gpu_count[n] * MILLI
+            for g in range(gpu_free.shape[1]):
+                free += gpu_free[n, g]
+    return 0.0 if capacity == 0 else 1 - free / capacity
+
+
+@nb.njit(cache=True)
+def distinct_best(column, model, gpu_count, dc, cpu_free, gpu_free, k):
+    """The indices of the `k` best nodes of `column` (key >= 0, highest first), one per distinct
+    node state: (model, GPU count, data centre, whole vCPUs free, sorted per-GPU free milli)."""
+    width = gpu_free.shape[1]
+    chosen = np.empty(k, dtype=np.int64)
+    keys = np.empty((k, 4 + width), dtype=np.int64)
+    row = np.empty(4 + width, dtype=np.int64)
+    found = 0
+    for n in np.argsort(-column):
+        if column[n] < 0:
+            break
+        row[0], row[1], row[2], row[3] = model[n], gpu_count[n], dc[n], cpu_free[n] // 1000
+        for g in range(width):  # insertion sort of the GPUs' free milli
+            v = gpu_free[n, g]
+            j = g
+            while j > 0 and row[4 + j - 1] > v:
+                row[4 + j] = row[4 + j - 1]
+                j -= 1
+            row[4 + j] = v
+        seen = False
+        for c in range(found):
+            same = True
+            for f in range(4 + width):
+                if keys[c, f] != row[f]:
+                    same = False
+                    break
+            if same:
+                seen = True
+                break
+        if not seen:
+            keys[found] = row
+            chosen[found] = n
+            found += 1
+            if found == k:
+                break
+    return chosen[:found]
+
+
+# The memo is one float64 array, a row per slot, so a probe reads one row (two cache lines):
+# [generation, node, shape, CPU, memory, flags, per-GPU milli..., value, GPU]. Every field is an
+# integer below 2**53 but the value (a score key or F_n(M)), so == on floats is exact.
+_GEN, _NODE, _SHAPE, _CPU, _MEM, _FLAGS, _GPUS = 0, 1, 2, 3, 4, 5, 6
+
+
+@plain(inline=True)
+def _slot(n, t, st, memo, state):
+    """The memo slot of (node n, shape t, n's state now): the one holding it (True) or the
+    empty one where it would go (False). `state`: [generation in use, slots it filled]."""
+    gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
+    width = gpu_free.shape[1]
+    flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])  # schedulable, exclusive
+    h = (np.int64(n) * _MIX) ^ np.int64(t)
+    h = (h ^ cpu_free[n]) * _MIX
+    h = (h ^ mem_free[n]) * _MIX
+    h = (h ^ flags) * _MIX
+    for g in range(width):
+        h = (h ^ gpu_free[n, g]) * _MIX
+    mask = memo.shape[0] - 1
+    i = (h >> 32) & mask
+    generation = state[0]
+    while memo[i, _GEN] == generation:
+        row = memo[i]
+        if (
+            row[_NODE] == n and row[_SHAPE] == t and row[_CPU] == cpu_free[n]
+            and row[_MEM] == mem_free[n] and row[_FLAGS] == flags
+        ):  # fmt: skip
+            same = True
+            for g in range(width):
+                if row[_GPUS + g] != gpu_free[n, g]:
+                    same = False
+                    break
+            if same:
+                return i, True
+        i = (i + 1) & mask
+    return i, False
+
+
+@plain(inline=True)
+def _remember(i, n, t, st, memo, state, value, gpu):
+    """Fill slot i with (n, t, n's state now) → (value, gpu), while at most half the slots are
+    in use (the rest are computed, not kept)."""
+    if state[1] * 2 >= memo.shape[0]:
+        return
+    gpu_free = st[0]
+    width = gpu_free.shape[1]
+    row = memo[i]
+    row[_GEN], row[_NODE], row[_SHAPE] = state[0], n, t
+    row[_CPU], row[_MEM] = st[1][n], st[2][n]
+    row[_FLAGS] = 2 * np.int64(st[4][n]) + np.int64(st[5][n])
+    for g in range(width):
+        row[_GPUS + g] = gpu_free[n, g]
+    row[_GPUS + width] = value
+    row[_GPUS + width + 1] = gpu
+    state[1] += 1
+
+
+@plain(inline=True)
+def _score(n, t, st, mt, tb, memo, state):
+    """`score_node(n, t)`, memoised by n's state."""
+    i, hit = _slot(n, t, st, memo, state)
+    width = st[0].shape[1]
+    if hit:
+        return memo[i, _GPUS + width], np.int64(memo[i, _GPUS + width + 1])
+    key, gpu = score_node(n, t, st, mt, tb)
+    _remember(i, n, t, st, memo, state, key, gpu)
+    return key, gpu
+
+
+@plain(inline=True)
+def _frag(n, st, mt, memo, state):
+    """F_n(M) of node n as it is now, memoised by its state."""
+    i, hit = _slot(n, _FRAG, st, memo, state)
+    if hit:
+        return memo[i, _GPUS + st[0].shape[1]]
+    if mt[4][n] != st[3][n]:
+        refresh_node(n, st, mt)
+    value = mt[3][n]
+    _remember(i, n, _FRAG, st, memo, state, value, -1)
+    return value
+
+
+@nb.njit(cache=True)
+def _prepare(first_t, futures, st, mt, tb, top):
+    """Bring every column the rollouts read up to date and list each one's `top` best nodes
+    (key >= 0, best first). Returns (column → list row, lists, lengths, lists cut short)."""
+    key = tb[0]
+    index = np.full(key.shape[0], -1, dtype=np.int64)
+    columns = np.empty(futures.size + 1, dtype=np.int64)
+    index[first_t] = 0
+    columns[0] = first_t
+    count = 1
+    for s in range(futures.shape[0]):
+        for i in range(futures.shape[1]):
+            t = futures[s, i]
+            if index[t] < 0:
+                index[t] = count
+                columns[count] = t
+                count += 1
+    lists = np.empty((count, top), dtype=np.int64)
+    lengths = np.zeros(count, dtype=np.int64)
+    cut = np.zeros(count, dtype=np.bool_)
+    for j in range(count):
+        t = columns[j]
+        best_node(t, st, mt, tb)
+        size = 0
+        for n in range(key.shape[1]):
+            v = key[t, n]
+            if v < 0:
+                continue
+            if size < top:
+                size += 1
+            else:
+                cut[j] = True
+                if v <= key[t, lists[j, top - 1]]:
+                    continue
+            q = size - 1
+            while q > 0 and key[t, lists[j, q - 1]] < v:
+                lists[j, q] = lists[j, q - 1]
+                q -= 1
+            lists[j, q] = n
+        lengths[j] = size
+    return index, lists, lengths, cut
+
+
+def new_memo(gpu_width: int, slots: int = 1 << 13) -> tuple[np.ndarray, np.ndarray]:
+    """A memo for `rollouts` on fleets of `gpu_width` GPUs per node, kept between calls:
+    (rows, [generation in use, slots it filled]). `slots` is a power of two; once half are
+    filled, the next call starts a new generation (every slot free)."""
+    if slots < 2 or slots & (slots - 1):
+        raise ValueError("memo slots must be a power of two")
+    return np.zeros((slots, _GPUS + gpu_width + 2)), np.array([1, 0], dtype=np.int64)
+
+
+@nb.njit(cache=True)
+def rollouts(first_t, candidates, futures, st, mt, tb, top, memo):
+    """For each candidate node c: (Σ_s GPU milli placed, Σ_s F(M) after) over the rollouts
+    "shape `first_t` on c, then the shapes `futures[s]` in order by FGD where they fit", s in
+    order — what `fgd_kernels.rollout` returns, summed. Everything is put back."""
+    for c in range(candidates.shape[0]):
+        if tb[0][first_t, candidates[c]] < 0:
+            raise ValueError("a lookahead candidate does not fit the request")
+    lists = _prepare(first_t, futures, st, mt, tb, top)
+    steps = futures.shape[1] + 1
+    width = st[0].shape[1]
+    rows, state = memo
+    if state[1] * 2 >= rows.shape[0]:  # half full: a new generation, every slot free
+        state[0] += 1
+        state[1] = 0
+    n_lists, n_types = lists[1].shape[0], mt[0].shape[1]
+    scratch = (
+        np.empty(steps, dtype=np.int64),  # touched nodes, in order of first touch
+        np.empty(steps, dtype=np.int64),  # their version before
+        np.empty((steps, n_types)),  # their meter rows before: fit
+        np.empty((steps, n_types)),  # small
+        np.empty((steps, 3)),  # idle, frag, seen
+        np.empty((steps, n_lists)),  # their scores per listed column
+        np.empty((steps, n_lists), dtype=np.int64),  # the share's GPU for those
+        np.empty((steps, n_lists), dtype=np.int64),  # the version each was scored at
+        np.empty(steps, dtype=np.int64),  # placements: node
+        np.empty(steps, dtype=np.int64),  # shape
+        np.empty((steps, width), dtype=np.int64),  # GPUs
+        np.empty(steps, dtype=np.int64),  # number of GPUs
+    )
+    volumes = np.zeros(candidates.shape[0], dtype=np.int64)
+    frags = np.zeros(candidates.shape[0])
+    _run(first_t, candidates, futures, st, mt, tb, lists, rows, state, scratch, volumes, frags)
+    return volumes, frags
+
+
+@plain()
+def _run(first_t, candidates, futures, st, mt, tb, lists, memo, state, scratch, volumes, frags):
+    gpu_free, cpu_free, mem_free, version = st[0], st[1], st[2], st[3]
+    fit, small, idle, frag, seen = mt[0], mt[1], mt[2], mt[3], mt[4]
+    wsum = mt[10][0]
+    key, gpu, shapes, counter = tb[0], tb[1], tb[4], tb[6]
+    index, best, lengths, cut = lists
+    touched, first_version, saved_fit, saved_small, saved = scratch[:5]
+    tkey, tgpu, stamp, nodes, kinds, taken, counts = scratch[5:]
+    n_nodes, width = gpu_free.shape
+    samples, horizon = futures.shape
+
+    base = 0.0  # Σ_n round(F_n·wsum) of the fleet as it is: integer-valued, so exact
+    for n in range(n_nodes):
+        if seen[n] != version[n]:
+            refresh_node(n, st, mt)
+        base += round(frag[n] * wsum)
+
+    for c in range(candidates.shape[0]):
+        for s in range(samples):
+            n_touched = 0
+            done = 0
+            volume = 0
+            for i in range(horizon + 1):
+                if i == 0:
+                    t = first_t
+                    arg = candidates[c]
+                    g = gpu[t, arg]
+                else:
+                    t = futures[s, i - 1]
+                    j = index[t]
+                    top = -1.0
+                    arg = -1
+                    g = -1
+                    found = False
+                    for q in range(lengths[j]):  # untouched nodes keep their listed scores
+                        n = best[j, q]
+                        if version[n] < ROLLOUT_VERSIONS:
+                            top, arg, g = key[t, n], n, gpu[t, n]
+                            found = True
+                            break
+                    if not found and cut[j]:  # every listed node touched: scan the rest
+                        for n in range(n_nodes):
+                            if version[n] < ROLLOUT_VERSIONS and key[t, n] > top:
+                                top, arg, g = key[t, n], n, gpu[t, n]
+                    for q in range(n_touched):
+                        n = touched[q]
+                        if stamp[q, j] != version[n]:
+                            tkey[q, j], tgpu[q, j] = _score(n, t, st, mt, tb, memo, state)
+                            stamp[q, j] = version[n]
+                        value = tkey[q, j]
+                        if value > top or (value == top and value >= 0 and n < arg):
+                            top, arg, g = value, n, tgpu[q, j]
+                    if arg < 0:
+                        continue
+                if version[arg] < ROLLOUT_VERSIONS:  # first touch: keep what to put back
+                    touched[n_touched] = arg
+                    first_version[n_touched] = version[arg]
+                    for m in range(fit.shape[1]):
+                        saved_fit[n_touched, m] = fit[arg, m]
+                        saved_small[n_touched, m] = small[arg, m]
+                    saved[n_touched, 0] = idle[arg]
+                    saved[n_touched, 1] = frag[arg]
+                    saved[n_touched, 2] = seen[arg]
+                    for m in range(stamp.shape[1]):
+                        stamp[n_touched, m] = -1
+                    n_touched += 1
+                k, milli = shapes[t, 2], shapes[t, 3]
+                if k == 1 and milli < MILLI:
+                    taken[done, 0] = g
+                    counts[done] = 1
+                else:  # the first k whole free GPUs, as fgd_kernels._gpus_for
+                    m = 0
+                    for h in range(width):
+                        if m == k:
+                            break
+                        if gpu_free[arg, h] == MILLI:
+                            taken[done, m] = h
+                            m += 1
+                    counts[done] = m
+                cpu_free[arg] -= shapes[t, 0]
+                mem_free[arg] -= shapes[t, 1]
+                for h in range(counts[done]):
+                    gpu_free[arg, taken[done, h]] -= milli
+                nodes[done] = arg
+                kinds[done] = t
+                done += 1
+                counter[0] += 1
+                version[arg] = counter[0]
+                if i > 0:
+                    volume += k * milli
+            total = base
+            for q in range(n_touched):
+                total += round(_frag(touched[q], st, mt, memo, state) * wsum)
+                total -= round(saved[q, 1] * wsum)
+            for d in range(done - 1, -1, -1):
+                n, t = nodes[d], kinds[d]
+                cpu_free[n] += shapes[t, 0]
+                mem_free[n] += shapes[t, 1]
+                for h in range(counts[d]):
+                    gpu_free[n, taken[d, h]] += shapes[t, 3]
+            for q in range(n_touched):
+                n = touched[q]
+                version[n] = first_version[q]
+                for m in range(fit.shape[1]):
+                    fit[n, m] = saved_fit[q, m]
+                    small[n, m] = saved_small[q, m]
+                idle[n] = saved[q, 0]
+                frag[n] = saved[q, 1]
+                seen[n] = np.int64(saved[q, 2])
+            volumes[c] += volume
+            frags[c] += total / wsum
