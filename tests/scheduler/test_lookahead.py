@@ -80,8 +80,9 @@ def test_default_policy_beats_fgd_on_the_default_trace() -> None:
 @pytest.mark.parametrize("top", [1, 24])
 def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int) -> None:
     """`lookahead_kernels.rollouts` (listed best nodes, memo by node state) returns exactly the
-    sums of `FgdTable.rollout`, decision after decision with one memo, and changes nothing.
-    top=1 makes the listed nodes run out, so the full-scan path runs too."""
+    sums of `FgdTable.rollout`, decision after decision with one memo and one set of lists
+    patched in between, and changes nothing. top=1 makes the listed nodes run out, so the
+    full-scan path and the rebuilds run too."""
     rng = np.random.default_rng(seed)
     requests = [random_request(rng, i) for i in range(400)]
     workload = TypicalWorkload.from_requests(requests)
@@ -89,6 +90,7 @@ def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int) -> 
     table = FgdTable(state, workload, rng.permutation(len(state)), keep_whole=True)
     types, p = table.typical()
     memo = kern.new_memo(state.gpu_free.shape[1], slots=256)  # small: generations turn over
+    listing: tuple[np.ndarray, ...] = ()
     compared = 0
     for req in requests:
         best = distinct_best(state, table.column(req), 4)
@@ -102,10 +104,11 @@ def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int) -> 
                     total = total + table.rollout(req, n, f)[1]
                 expected_frag.append(total)
             before = snapshot(state)
+            t = table.shape(req)
             st, mt, tb = table._st, table._mt, table._tb
-            volumes, frags = kern.rollouts(
-                table.shape(req), np.array(best), futures, st, mt, tb, top, memo
-            )
+            if not listing or listing[1].shape[0] != tb[0].shape[0]:
+                listing = kern.new_listing(len(state), tb[0].shape[0], top)
+            volumes, frags = kern.rollouts(t, np.array(best), futures, st, mt, tb, listing, memo)
             assert_unchanged(state, before)
             assert volumes.tolist() == expected_volume
             assert frags.tolist() == expected_frag  # exactly: the same sums in the same order

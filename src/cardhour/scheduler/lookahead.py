@@ -26,17 +26,17 @@ from cardhour.scheduler.fgd_table import FgdTable
 from cardhour.scheduler.request import Request
 from cardhour.scheduler.state import FleetState
 
-_TOP = 24  # best nodes listed per column for the rollouts (lookahead_kernels.py)
-
 
 @dataclass
 class _Workspace:
     """What one table's decisions reuse: M's task types and the cumulative distribution to
-    draw them from, and the rollouts' memo of node scores by node state."""
+    draw them from, the rollouts' memo of node scores by node state, and their lists of best
+    nodes per shape (lookahead_kernels.py)."""
 
     types: np.ndarray
     cdf: np.ndarray
     memo: tuple[np.ndarray, np.ndarray]
+    listing: tuple[np.ndarray, ...] = ()
 
 
 _WORKSPACES: WeakKeyDictionary[FgdTable, _Workspace] = WeakKeyDictionary()
@@ -86,8 +86,11 @@ def choose(table: FgdTable, req: Request, rng: np.random.Generator, how: Lookahe
     t = table.shape(req)
     # FgdTable's array bundles (fgd_kernels.py), read after every shape above is registered
     st, mt, tb = table._st, table._mt, table._tb
+    shapes, nodes = tb[0].shape
+    if not ws.listing or ws.listing[1].shape[0] != shapes:  # first use, or the table grew
+        ws.listing = kern.new_listing(nodes, shapes)
     candidates = np.array(best, dtype=np.int64)
-    volumes, frags = kern.rollouts(t, candidates, futures, st, mt, tb, _TOP, ws.memo)
+    volumes, frags = kern.rollouts(t, candidates, futures, st, mt, tb, ws.listing, ws.memo)
     # the most GPU placed, then the least F(M); ties: the first, FGD's order
     return best[min(range(len(best)), key=lambda i: (-volumes[i], frags[i]))]
 

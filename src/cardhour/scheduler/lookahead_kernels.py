@@ -169,47 +169,114 @@ def _frag(n, st, mt, memo, state):
     return value
 
 
+def new_listing(nodes: int, shapes: int, top: int = 24) -> tuple[np.ndarray, ...]:
+    """Per-shape lists of best nodes for `rollouts`, kept between calls on a table with `shapes`
+    score rows: (node versions when last brought up to date, lists [shape, top], lengths,
+    bounds, built). Every node off a built list scores at most its shape's bound."""
+    if top < 1:
+        raise ValueError("a best-node list holds at least one node")
+    return (
+        np.full(nodes, -1, dtype=np.int64),
+        np.empty((shapes, top), dtype=np.int64),
+        np.zeros(shapes, dtype=np.int64),
+        np.full(shapes, -1.0),
+        np.zeros(shapes, dtype=np.bool_),
+    )
+
+
+@plain(inline=True)
+def _insert(t, n, value, key, lists, lengths, bound):
+    """Put node n (score `value` > bound[t]) into shape t's list in order; a full list drops its
+    last node, which becomes the new bound."""
+    top = lists.shape[1]
+    size = lengths[t]
+    if size == top:
+        last = key[t, lists[t, top - 1]]
+        if value <= last:
+            bound[t] = max(bound[t], value)
+            return
+        bound[t] = max(bound[t], last)
+        size -= 1
+    q = size
+    while q > 0 and key[t, lists[t, q - 1]] < value:
+        lists[t, q] = lists[t, q - 1]
+        q -= 1
+    lists[t, q] = n
+    lengths[t] = size + 1
+
+
 @nb.njit(cache=True)
-def _prepare(first_t, futures, st, mt, tb, top):
-    """Bring every column the rollouts read up to date and list each one's `top` best nodes
-    (key >= 0, best first). Returns (column → list row, lists, lengths, lists cut short)."""
+def _build(t, st, mt, tb, listing):
+    """Score shape t on every stale node and list its best nodes afresh."""
     key = tb[0]
-    index = np.full(key.shape[0], -1, dtype=np.int64)
-    columns = np.empty(futures.size + 1, dtype=np.int64)
+    _, lists, lengths, bound, built = listing
+    best_node(t, st, mt, tb)
+    lengths[t] = 0
+    bound[t] = -1.0
+    for n in range(key.shape[1]):
+        value = key[t, n]
+        if value >= 0 and value > bound[t]:
+            _insert(t, n, value, key, lists, lengths, bound)
+    built[t] = True
+
+
+@nb.njit(cache=True)
+def _patch(t, n, st, mt, tb, listing):
+    """Node n changed: score it for shape t and move it in (or out of) shape t's list."""
+    key, gpu, stamp = tb[0], tb[1], tb[2]
+    version = st[3]
+    _, lists, lengths, bound, _ = listing
+    if stamp[t, n] != version[n]:
+        key[t, n], gpu[t, n] = score_node(n, t, st, mt, tb)
+        stamp[t, n] = version[n]
+    size = lengths[t]
+    for q in range(size):
+        if lists[t, q] == n:
+            for r in range(q, size - 1):
+                lists[t, r] = lists[t, r + 1]
+            lengths[t] = size - 1
+            break
+    value = key[t, n]
+    if value >= 0 and value > bound[t]:
+        _insert(t, n, value, key, lists, lengths, bound)
+
+
+@nb.njit(cache=True)
+def _prepare(first_t, futures, st, mt, tb, listing):
+    """Bring the lists of every shape the rollouts read up to date: patch the nodes that changed
+    since the last call, (re)build lists never built, untracked or run short. Returns (shape →
+    its row in the rollouts' scratch, or -1; rows)."""
+    seen, lists, lengths, bound, built = listing
+    version = st[3]
+    top = lists.shape[1]
+    index = np.full(tb[0].shape[0], -1, dtype=np.int64)
     index[first_t] = 0
-    columns[0] = first_t
     count = 1
     for s in range(futures.shape[0]):
         for i in range(futures.shape[1]):
             t = futures[s, i]
             if index[t] < 0:
                 index[t] = count
-                columns[count] = t
                 count += 1
-    lists = np.empty((count, top), dtype=np.int64)
-    lengths = np.zeros(count, dtype=np.int64)
-    cut = np.zeros(count, dtype=np.bool_)
-    for j in range(count):
-        t = columns[j]
-        best_node(t, st, mt, tb)
-        size = 0
-        for n in range(key.shape[1]):
-            v = key[t, n]
-            if v < 0:
+    changed = np.empty(version.shape[0], dtype=np.int64)
+    n_changed = 0
+    for n in range(version.shape[0]):
+        if seen[n] != version[n]:
+            changed[n_changed] = n
+            n_changed += 1
+            seen[n] = version[n]
+    for t in range(index.shape[0]):
+        if index[t] < 0:
+            if n_changed:
+                built[t] = False  # its nodes' changes are not tracked
+            continue
+        if built[t] and n_changed <= top:
+            for c in range(n_changed):
+                _patch(t, changed[c], st, mt, tb, listing)
+            if lengths[t] * 4 >= top or bound[t] < 0:
                 continue
-            if size < top:
-                size += 1
-            else:
-                cut[j] = True
-                if v <= key[t, lists[j, top - 1]]:
-                    continue
-            q = size - 1
-            while q > 0 and key[t, lists[j, q - 1]] < v:
-                lists[j, q] = lists[j, q - 1]
-                q -= 1
-            lists[j, q] = n
-        lengths[j] = size
-    return index, lists, lengths, cut
+        _build(t, st, mt, tb, listing)
+    return index, count
 
 
 def new_memo(gpu_width: int, slots: int = 1 << 13) -> tuple[np.ndarray, np.ndarray]:
@@ -222,21 +289,21 @@ def new_memo(gpu_width: int, slots: int = 1 << 13) -> tuple[np.ndarray, np.ndarr
 
 
 @nb.njit(cache=True)
-def rollouts(first_t, candidates, futures, st, mt, tb, top, memo):
+def rollouts(first_t, candidates, futures, st, mt, tb, listing, memo):
     """For each candidate node c: (Σ_s GPU milli placed, Σ_s F(M) after) over the rollouts
     "shape `first_t` on c, then the shapes `futures[s]` in order by FGD where they fit", s in
     order — what `fgd_kernels.rollout` returns, summed. Everything is put back."""
     for c in range(candidates.shape[0]):
         if tb[0][first_t, candidates[c]] < 0:
             raise ValueError("a lookahead candidate does not fit the request")
-    lists = _prepare(first_t, futures, st, mt, tb, top)
+    index, n_lists = _prepare(first_t, futures, st, mt, tb, listing)
     steps = futures.shape[1] + 1
     width = st[0].shape[1]
     rows, state = memo
     if state[1] * 2 >= rows.shape[0]:  # half full: a new generation, every slot free
         state[0] += 1
         state[1] = 0
-    n_lists, n_types = lists[1].shape[0], mt[0].shape[1]
+    n_types = mt[0].shape[1]
     scratch = (
         np.empty(steps, dtype=np.int64),  # touched nodes, in order of first touch
         np.empty(steps, dtype=np.int64),  # their version before
@@ -253,17 +320,33 @@ def rollouts(first_t, candidates, futures, st, mt, tb, top, memo):
     )
     volumes = np.zeros(candidates.shape[0], dtype=np.int64)
     frags = np.zeros(candidates.shape[0])
-    _run(first_t, candidates, futures, st, mt, tb, lists, rows, state, scratch, volumes, frags)
+    _run(
+        first_t,
+        candidates,
+        futures,
+        st,
+        mt,
+        tb,
+        index,
+        listing,
+        rows,
+        state,
+        scratch,
+        volumes,
+        frags,
+    )
     return volumes, frags
 
 
 @plain()
-def _run(first_t, candidates, futures, st, mt, tb, lists, memo, state, scratch, volumes, frags):
+def _run(
+    first_t, candidates, futures, st, mt, tb, index, listing, memo, state, scratch, volumes, frags
+):
     gpu_free, cpu_free, mem_free, version = st[0], st[1], st[2], st[3]
     fit, small, idle, frag, seen = mt[0], mt[1], mt[2], mt[3], mt[4]
     wsum = mt[10][0]
     key, gpu, shapes, counter = tb[0], tb[1], tb[4], tb[6]
-    index, best, lengths, cut = lists
+    best, lengths, bound = listing[1], listing[2], listing[3]
     touched, first_version, saved_fit, saved_small, saved = scratch[:5]
     tkey, tgpu, stamp, nodes, kinds, taken, counts = scratch[5:]
     n_nodes, width = gpu_free.shape
@@ -292,13 +375,13 @@ def _run(first_t, candidates, futures, st, mt, tb, lists, memo, state, scratch, 
                     arg = -1
                     g = -1
                     found = False
-                    for q in range(lengths[j]):  # untouched nodes keep their listed scores
-                        n = best[j, q]
+                    for q in range(lengths[t]):  # untouched nodes keep their listed scores
+                        n = best[t, q]
                         if version[n] < ROLLOUT_VERSIONS:
                             top, arg, g = key[t, n], n, gpu[t, n]
                             found = True
                             break
-                    if not found and cut[j]:  # every listed node touched: scan the rest
+                    if not found and bound[t] >= 0:  # every listed node touched: scan the rest
                         for n in range(n_nodes):
                             if version[n] < ROLLOUT_VERSIONS and key[t, n] > top:
                                 top, arg, g = key[t, n], n, gpu[t, n]
