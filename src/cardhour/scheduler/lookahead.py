@@ -6,9 +6,10 @@ FGD scores a node by the fragmentation the next pod of the typical workload M wo
 distinct node state, FGD's tie order) are each tried in a rollout: the container is bound there,
 then `horizon` pods drawn from M (the same draws for every candidate) are placed by FGD and
 everything is undone (`lookahead_kernels.rollouts`: all of a decision's rollouts in one compiled
-call, exactly what `FgdTable.rollout` gives one by one, several times faster). The candidate under which the drawn pods place the
-most GPU request wins, then the least fragmentation F(M), then FGD's order. Below `start`, with
-one candidate, or for a request that fits nowhere, it is FGD's decision.
+call, exactly what `FgdTable.rollout` gives one by one, several times faster). The candidate
+under which the drawn pods place the most GPU request wins, then the least fragmentation F(M),
+then FGD's order. Below `start`, with one candidate, or for a request that fits nowhere, it is
+FGD's decision.
 
 Only M (the typical workload FGD itself uses) and the fleet as it is are read: nothing about the
 pods still to come. docs/benchmarks/scheduler.md has what it gains and costs.
