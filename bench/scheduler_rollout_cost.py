@@ -1,9 +1,13 @@
-"""Where a lookahead rollout's time goes: one `FgdTable.rollout` against one best-node scan.
+"""Where a lookahead rollout's time goes: one `FgdTable.rollout` against one best-node scan,
+and a decision's rollouts one by one against `lookahead_kernels.rollouts` (all in one call).
 
 Fills the openb fleet by FGD with the shuffled default trace (seed 42) up to `--fill` of GPU
 capacity, then times (a) rollouts of `--horizon` pods drawn from the typical workload M on FGD's
-`--candidates` best nodes for the trace's first pod, and (b) `best_node` on a column with nothing
-to rescore, called in a compiled loop (no Python dispatch), i.e. the bare scan over all nodes.
+`--candidates` best nodes for the trace's first pod, (b) `best_node` on a column with nothing
+to rescore, called in a compiled loop (no Python dispatch), i.e. the bare scan over all nodes,
+and (c) per decision (new draws each round): the K rollouts by `FgdTable.rollout` against one
+`lookahead_kernels.rollouts` call with its memo and lists kept between rounds, checking that
+both give the same results.
 
     .venv/bin/python bench/scheduler_rollout_cost.py [--fill 0.7] [--candidates 10] [--horizon 75]
 """
@@ -19,7 +23,10 @@ import numpy as np
 from scheduler_rollout import fresh_replay
 
 from cardhour.scheduler import fgd_kernels as kern
+from cardhour.scheduler import lookahead_kernels as lk
+from cardhour.scheduler.fgd_table import FgdTable
 from cardhour.scheduler.lookahead import distinct_best
+from cardhour.scheduler.request import Request
 
 
 @nb.njit
@@ -70,7 +77,36 @@ def main(argv: list[str]) -> int:
         f"({per_rollout / (args.horizon + 1) * 1e6:.1f} µs per pod)"
     )
     print(f"bare scan: {per_scan * 1e6:.1f} µs per best_node call on a fresh column")
+    batched_vs_one_by_one(table, pod, best, draws, types)
     return 0
+
+
+def batched_vs_one_by_one(
+    table: FgdTable, pod: Request, best: list[int], draws: np.ndarray, types: np.ndarray
+) -> None:
+    t = table.shape(pod)
+    st, mt, tb = table._st, table._mt, table._tb
+    memo = lk.new_memo(table.state.gpu_free.shape[1])
+    listing = lk.new_listing(len(table.state), tb[0].shape[0])
+    candidates = np.array(best, dtype=np.int64)
+    one, batched = [], []
+    for row in draws:
+        futures = types[row][None, :]
+        started = time.perf_counter()
+        expected = [table.rollout(pod, node, futures[0]) for node in best]
+        one.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        volumes, frags = lk.rollouts(t, candidates, futures, st, mt, tb, listing, memo)
+        batched.append(time.perf_counter() - started)
+        assert [v for v, _ in expected] == volumes.tolist()
+        assert [f for _, f in expected] == frags.tolist()
+    one, batched = sorted(one[5:]), sorted(batched[5:])  # the first rounds compile / warm up
+    med = len(one) // 2
+    print(
+        f"one decision, {len(best)} rollouts: one by one {one[med] * 1e3:.2f} ms, batched "
+        f"{batched[med] * 1e3:.2f} ms (median of {len(one)}; {one[med] / batched[med]:.1f}x), "
+        "same results"
+    )
 
 
 if __name__ == "__main__":
