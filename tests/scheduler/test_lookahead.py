@@ -15,6 +15,7 @@ from cardhour.scheduler.lookahead import Lookahead, distinct_best
 from cardhour.scheduler.profiles import DEFAULT_POLICY
 from cardhour.scheduler.replay import replay
 from cardhour.scheduler.request import Placement
+from cardhour.scheduler.state import FleetState
 from cardhour.scheduler.trace import parse_nodes, parse_pods
 from tests.scheduler.factories import assert_unchanged, snapshot
 from tests.scheduler.test_fgd_table import bindings, random_fleet, random_request
@@ -117,3 +118,37 @@ def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int) -> 
         if decision is not None:
             state.assume(decision)
     assert compared > 50
+
+
+def reference_distinct_best(state: FleetState, column: np.ndarray, k: int) -> list[int]:
+    chosen: list[int] = []
+    seen: set[tuple[object, ...]] = set()
+    for n in np.argsort(-column):
+        if column[n] < 0:
+            break
+        key = (
+            state.model[n], state.gpu_count[n], state.dc[n], int(state.cpu_free[n]) // 1000,
+            tuple(sorted(state.gpu_free[n])),
+        )  # fmt: skip
+        if key not in seen:
+            seen.add(key)
+            chosen.append(int(n))
+            if len(chosen) == k:
+                break
+    return chosen
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 40])
+def test_distinct_best_is_the_best_node_of_each_state_in_order(k: int) -> None:
+    """On 400 nodes, nearly empty at first (many nodes in the same state), so it often runs past
+    the 8k best nodes it sorts first and has to sort them all."""
+    rng = np.random.default_rng(k)
+    requests = [random_request(rng, i) for i in range(300)]
+    state = random_fleet(np.random.default_rng(k), n=400)
+    table = FgdTable(state, TypicalWorkload.from_requests(requests), rng.permutation(len(state)))
+    for req in requests:
+        column = table.column(req)
+        assert distinct_best(state, column, k) == reference_distinct_best(state, column, k)
+        decision = table.decide(req)
+        if decision is not None:
+            state.assume(decision)

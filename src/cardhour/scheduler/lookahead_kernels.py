@@ -51,12 +51,36 @@ def allocated(gpu_free, gpu_count, schedulable):
 def distinct_best(column, model, gpu_count, dc, cpu_free, gpu_free, k):
     """The indices of the `k` best nodes of `column` (key >= 0, highest first), one per distinct
     node state: (model, GPU count, data centre, whole vCPUs free, sorted per-GPU free milli)."""
+    # Usually the first few dozen nodes hold k distinct states: sort the best 8k, and every
+    # node only when those run out.
+    few = np.empty(8 * k, dtype=np.int64)
+    size = 0
+    for n in range(column.shape[0]):
+        v = column[n]
+        if v < 0 or (size == few.shape[0] and v <= column[few[size - 1]]):
+            continue
+        if size < few.shape[0]:
+            size += 1
+        q = size - 1
+        while q > 0 and column[few[q - 1]] < v:
+            few[q] = few[q - 1]
+            q -= 1
+        few[q] = n
+    chosen, found = _distinct(few[:size], column, model, gpu_count, dc, cpu_free, gpu_free, k)
+    if found < k and size == few.shape[0]:
+        order = np.argsort(-column)
+        chosen, found = _distinct(order, column, model, gpu_count, dc, cpu_free, gpu_free, k)
+    return chosen[:found]
+
+
+@nb.njit(cache=True)
+def _distinct(order, column, model, gpu_count, dc, cpu_free, gpu_free, k):
     width = gpu_free.shape[1]
     chosen = np.empty(k, dtype=np.int64)
     keys = np.empty((k, 4 + width), dtype=np.int64)
     row = np.empty(4 + width, dtype=np.int64)
     found = 0
-    for n in np.argsort(-column):
+    for n in order:
         if column[n] < 0:
             break
         row[0], row[1], row[2], row[3] = model[n], gpu_count[n], dc[n], cpu_free[n] // 1000
@@ -83,19 +107,22 @@ def distinct_best(column, model, gpu_count, dc, cpu_free, gpu_free, k):
             found += 1
             if found == k:
                 break
-    return chosen[:found]
+    return chosen, found
 
 
 # The memo is one float64 array, a row per slot, so a probe reads one row (two cache lines):
-# [generation, node, shape, CPU, memory, flags, per-GPU milli..., value, GPU]. Every field is an
-# integer below 2**53 but the value (a score key or F_n(M)), so == on floats is exact.
-_GEN, _NODE, _SHAPE, _CPU, _MEM, _FLAGS, _GPUS = 0, 1, 2, 3, 4, 5, 6
+# [used, node, shape, CPU, memory, flags, per-GPU milli..., value, GPU]. Every field is an
+# integer below 2**53 but the value (a score key or F_n(M)), so == on floats is exact. A state
+# looks in the _WINDOW slots from its hash on; when they are all taken, a new one overwrites one
+# of them in turn (an entry stays true forever, so the memo is a cache, never cleared).
+_USED, _NODE, _SHAPE, _CPU, _MEM, _FLAGS, _GPUS = 0, 1, 2, 3, 4, 5, 6
+_WINDOW = 8
 
 
 @plain(inline=True)
-def _slot(n, t, st, memo, state):
-    """The memo slot of (node n, shape t, n's state now): the one holding it (True) or the
-    empty one where it would go (False). `state`: [generation in use, slots it filled]."""
+def _slot(n, t, st, memo, inserts):
+    """The memo slot of (node n, shape t, n's state now): the one holding it (True), or the one
+    a new entry goes to (False)."""
     gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
     width = gpu_free.shape[1]
     flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])  # schedulable, exclusive
@@ -106,10 +133,12 @@ def _slot(n, t, st, memo, state):
     for g in range(width):
         h = (h ^ gpu_free[n, g]) * _MIX
     mask = memo.shape[0] - 1
-    i = (h >> 32) & mask
-    generation = state[0]
-    while memo[i, _GEN] == generation:
+    first = (h >> 32) & mask
+    for w in range(_WINDOW):
+        i = (first + w) & mask
         row = memo[i]
+        if row[_USED] == 0:
+            return i, False
         if (
             row[_NODE] == n and row[_SHAPE] == t and row[_CPU] == cpu_free[n]
             and row[_MEM] == mem_free[n] and row[_FLAGS] == flags
@@ -121,51 +150,47 @@ def _slot(n, t, st, memo, state):
                     break
             if same:
                 return i, True
-        i = (i + 1) & mask
-    return i, False
+    return (first + inserts[0] % _WINDOW) & mask, False
 
 
 @plain(inline=True)
-def _remember(i, n, t, st, memo, state, value, gpu):
-    """Fill slot i with (n, t, n's state now) → (value, gpu), while at most half the slots are
-    in use (the rest are computed, not kept)."""
-    if state[1] * 2 >= memo.shape[0]:
-        return
+def _remember(i, n, t, st, memo, inserts, value, gpu):
+    """Put (n, t, n's state now) → (value, gpu) in slot i."""
     gpu_free = st[0]
     width = gpu_free.shape[1]
     row = memo[i]
-    row[_GEN], row[_NODE], row[_SHAPE] = state[0], n, t
+    row[_USED], row[_NODE], row[_SHAPE] = 1, n, t
     row[_CPU], row[_MEM] = st[1][n], st[2][n]
     row[_FLAGS] = 2 * np.int64(st[4][n]) + np.int64(st[5][n])
     for g in range(width):
         row[_GPUS + g] = gpu_free[n, g]
     row[_GPUS + width] = value
     row[_GPUS + width + 1] = gpu
-    state[1] += 1
+    inserts[0] += 1
 
 
 @plain(inline=True)
-def _score(n, t, st, mt, tb, memo, state):
+def _score(n, t, st, mt, tb, memo, inserts):
     """`score_node(n, t)`, memoised by n's state."""
-    i, hit = _slot(n, t, st, memo, state)
+    i, hit = _slot(n, t, st, memo, inserts)
     width = st[0].shape[1]
     if hit:
         return memo[i, _GPUS + width], np.int64(memo[i, _GPUS + width + 1])
     key, gpu = score_node(n, t, st, mt, tb)
-    _remember(i, n, t, st, memo, state, key, gpu)
+    _remember(i, n, t, st, memo, inserts, key, gpu)
     return key, gpu
 
 
 @plain(inline=True)
-def _frag(n, st, mt, memo, state):
+def _frag(n, st, mt, memo, inserts):
     """F_n(M) of node n as it is now, memoised by its state."""
-    i, hit = _slot(n, _FRAG, st, memo, state)
+    i, hit = _slot(n, _FRAG, st, memo, inserts)
     if hit:
         return memo[i, _GPUS + st[0].shape[1]]
     if mt[4][n] != st[3][n]:
         refresh_node(n, st, mt)
     value = mt[3][n]
-    _remember(i, n, _FRAG, st, memo, state, value, -1)
+    _remember(i, n, _FRAG, st, memo, inserts, value, -1)
     return value
 
 
@@ -281,11 +306,10 @@ def _prepare(first_t, futures, st, mt, tb, listing):
 
 def new_memo(gpu_width: int, slots: int = 1 << 13) -> tuple[np.ndarray, np.ndarray]:
     """A memo for `rollouts` on fleets of `gpu_width` GPUs per node, kept between calls:
-    (rows, [generation in use, slots it filled]). `slots` is a power of two; once half are
-    filled, the next call starts a new generation (every slot free)."""
-    if slots < 2 or slots & (slots - 1):
-        raise ValueError("memo slots must be a power of two")
-    return np.zeros((slots, _GPUS + gpu_width + 2)), np.array([1, 0], dtype=np.int64)
+    (rows, [entries written]). `slots`: a power of two, at least the probe window."""
+    if slots < _WINDOW or slots & (slots - 1):
+        raise ValueError(f"memo slots must be a power of two, at least {_WINDOW}")
+    return np.zeros((slots, _GPUS + gpu_width + 2)), np.zeros(1, dtype=np.int64)
 
 
 @nb.njit(cache=True)
@@ -299,10 +323,7 @@ def rollouts(first_t, candidates, futures, st, mt, tb, listing, memo):
     index, n_lists = _prepare(first_t, futures, st, mt, tb, listing)
     steps = futures.shape[1] + 1
     width = st[0].shape[1]
-    rows, state = memo
-    if state[1] * 2 >= rows.shape[0]:  # half full: a new generation, every slot free
-        state[0] += 1
-        state[1] = 0
+    rows, inserts = memo
     n_types = mt[0].shape[1]
     scratch = (
         np.empty(steps, dtype=np.int64),  # touched nodes, in order of first touch
@@ -330,7 +351,7 @@ def rollouts(first_t, candidates, futures, st, mt, tb, listing, memo):
         index,
         listing,
         rows,
-        state,
+        inserts,
         scratch,
         volumes,
         frags,
@@ -340,7 +361,7 @@ def rollouts(first_t, candidates, futures, st, mt, tb, listing, memo):
 
 @plain()
 def _run(
-    first_t, candidates, futures, st, mt, tb, index, listing, memo, state, scratch, volumes, frags
+    first_t, candidates, futures, st, mt, tb, index, listing, memo, inserts, scratch, volumes, frags
 ):
     gpu_free, cpu_free, mem_free, version = st[0], st[1], st[2], st[3]
     fit, small, idle, frag, seen = mt[0], mt[1], mt[2], mt[3], mt[4]
@@ -388,7 +409,7 @@ def _run(
                     for q in range(n_touched):
                         n = touched[q]
                         if stamp[q, j] != version[n]:
-                            tkey[q, j], tgpu[q, j] = _score(n, t, st, mt, tb, memo, state)
+                            tkey[q, j], tgpu[q, j] = _score(n, t, st, mt, tb, memo, inserts)
                             stamp[q, j] = version[n]
                         value = tkey[q, j]
                         if value > top or (value == top and value >= 0 and n < arg):
@@ -433,7 +454,7 @@ def _run(
                     volume += k * milli
             total = base
             for q in range(n_touched):
-                total += round(_frag(touched[q], st, mt, memo, state) * wsum)
+                total += round(_frag(touched[q], st, mt, memo, inserts) * wsum)
                 total -= round(saved[q, 1] * wsum)
             for d in range(done - 1, -1, -1):
                 n, t = nodes[d], kinds[d]
