@@ -4,16 +4,17 @@ rollout of one decision in one call.
 `rollouts` returns what `fgd_kernels.rollout` returns for each candidate and sample, exactly
 (`tests/scheduler/test_lookahead.py` compares them), with far less work per future pod:
 
-- Before the first rollout, every column the rollouts can read is brought up to date and its
-  `top` best nodes listed in order. A node no rollout has touched keeps that score, so FGD's
-  choice among the untouched nodes is the first untouched one on the list (a full scan only when
-  the list runs out); the touched nodes, at most one per pod placed, are scored one by one.
+- Each shape the rollouts can read has a list of its best nodes in order (`new_listing`, kept
+  between calls: patched for the nodes whose version moved since, rebuilt when it was not kept
+  up to date or runs short). A node no rollout has touched keeps its score, so FGD's choice among
+  the untouched nodes is the first untouched one on the list (a full scan only when the list
+  runs out); the touched nodes, at most one per pod placed, are scored one by one.
 - A touched node's score and its F_n(M) are memoised by (node, shape, the node's free CPU,
-  memory and per-GPU milli): the rollouts of one decision share their futures, so they put the
-  same nodes into the same states again and again.
+  memory, flags and per-GPU milli; `new_memo`, kept between calls): the rollouts of one decision
+  share their futures, so they put the same nodes into the same states again and again.
 
-The arrays are `FgdTable`'s bundles (fgd_kernels.py's docstring). Scores of untouched nodes are
-written as `best_node` would; rollouts change nothing else that outlives the call.
+The arrays are `FgdTable`'s bundles (fgd_kernels.py's docstring). Scores of nodes that changed
+are written as `best_node` would; rollouts change nothing else that outlives the call.
 """
 
 from __future__ import annotations
