@@ -1,15 +1,15 @@
-"""Lookahead: near saturation, try a container on FGD's few best nodes and keep the one after
-which sampled future pods fit best.
+"""Lookahead: try a container on FGD's few best nodes and keep the one after which sampled
+future pods fit best.
 
 FGD scores a node by the fragmentation the next pod of the typical workload M would see. Once
-`start` of the fleet's GPUs are allocated, a container's `candidates` best nodes by FGD (one per
-distinct node state, FGD's tie order) are each tried in a rollout: the container is bound there,
-then `horizon` pods drawn from M (the same draws for every candidate) are placed by FGD and
-everything is undone (`lookahead_kernels.rollouts`: all of a decision's rollouts in one compiled
-call, exactly what `FgdTable.rollout` gives one by one, several times faster). The candidate
-under which the drawn pods place the most GPU request wins, then the least fragmentation F(M),
-then FGD's order. Below `start`, with one candidate, or for a request that fits nowhere, it is
-FGD's decision.
+`start` of the fleet's GPUs are allocated (by default from the first container on), a
+container's `candidates` best nodes by FGD (one per distinct node state, FGD's tie order) are
+each tried in a rollout: the container is bound there, then `horizon` pods drawn from M (the
+same draws for every candidate) are placed by FGD and everything is undone
+(`lookahead_kernels.rollouts`: all of a decision's rollouts in one compiled call, exactly what
+`FgdTable.rollout` gives one by one, several times faster). The candidate under which the drawn
+pods place the most GPU request wins, then the least fragmentation F(M), then FGD's order. Below
+`start`, with one candidate, or for a request that fits nowhere, it is FGD's decision.
 
 Only M (the typical workload FGD itself uses) and the fleet as it is are read: nothing about the
 pods still to come. docs/benchmarks/scheduler.md has what it gains and costs.
@@ -62,7 +62,7 @@ class Lookahead:
     candidates: int = 10
     horizon: int = 75
     samples: int = 1
-    start: float = 0.6
+    start: float = 0.0
 
     def __post_init__(self) -> None:
         if self.candidates < 1 or self.horizon < 1 or self.samples < 1:

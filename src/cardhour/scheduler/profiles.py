@@ -30,8 +30,8 @@ FGD_KEEP_WHOLE = register_profile(
     )
 )
 
-# Ours: fgd-keep-whole, and near saturation each container is tried on FGD's best nodes in
-# rollouts of pods drawn from the typical workload (lookahead.py; its defaults are the settings).
+# Ours: fgd-keep-whole, and each container is tried on FGD's best nodes in rollouts of pods
+# drawn from the typical workload (lookahead.py; its defaults are the settings).
 # docs/benchmarks/scheduler.md has what it gains and costs, and what else was tried.
 _LOOKAHEAD = Lookahead()
 register_profile(
@@ -39,8 +39,8 @@ register_profile(
         FGD_KEEP_WHOLE,
         name="cardhour",
         description=(
-            f"fgd-keep-whole; from {_LOOKAHEAD.start:.0%} allocated FGD's best "
-            f"{_LOOKAHEAD.candidates} nodes are tried in rollouts"
+            f"fgd-keep-whole; each container is tried on FGD's best {_LOOKAHEAD.candidates} "
+            f"nodes in rollouts of {_LOOKAHEAD.horizon} pods of the typical workload"
         ),
         lookahead=_LOOKAHEAD,
     )
