@@ -47,8 +47,13 @@ PACKAGE = Path(cardhour.scheduler.__file__).parent
 # Hashed per policy instead of with the engine: profiles.py only registers the profiles (each
 # policy hashes its own profile's repr), and the lookahead's modules run only for a profile with
 # a lookahead (the engine calls them for nothing else), so nothing else may move into these.
-PER_POLICY = ("profiles.py", "lookahead.py", "lookahead_kernels.py")
-LOOKAHEAD = ("lookahead.py", "lookahead_kernels.py")
+LOOKAHEAD = (
+    "lookahead.py",
+    "lookahead_cache.py",
+    "lookahead_candidates.py",
+    "lookahead_kernels.py",
+)
+PER_POLICY = ("profiles.py", *LOOKAHEAD)
 
 
 def fingerprint(nodes_path: Path, tune: float, policy: str, package: Path = PACKAGE) -> str:

@@ -23,6 +23,7 @@ import numpy as np
 from scheduler_rollout import fresh_replay
 
 from cardhour.scheduler import fgd_kernels as kern
+from cardhour.scheduler import lookahead_cache as cache
 from cardhour.scheduler import lookahead_kernels as lk
 from cardhour.scheduler.fgd_table import FgdTable
 from cardhour.scheduler.lookahead import distinct_best
@@ -86,8 +87,8 @@ def batched_vs_one_by_one(
 ) -> None:
     t = table.shape(pod)
     st, mt, tb = table._st, table._mt, table._tb
-    memo = lk.new_memo(table.state.gpu_free.shape[1])
-    listing = lk.new_listing(len(table.state), tb[0].shape[0])
+    memo = cache.new_memo(table.state.gpu_free.shape[1])
+    listing = cache.new_listing(len(table.state), tb[0].shape[0])
     candidates = np.array(best, dtype=np.int64)
     one, batched = [], []
     for row in draws:

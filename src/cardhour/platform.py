@@ -39,7 +39,7 @@ from cardhour.reconcilers.metering import MeteringReconciler
 from cardhour.reconcilers.provisioning import ProvisioningReconciler
 from cardhour.reconcilers.scheduling import SchedulingReconciler
 from cardhour.reconcilers.sla import SlaReconciler
-from cardhour.scheduler import Scheduler
+from cardhour.scheduler import Scheduler, warm
 from cardhour.services import accounts, demo_apps, ledger, pricing, scheduling
 from cardhour.services.app_calls import Gateway
 from cardhour.services.app_replicas import ReplicaPlacer
@@ -86,6 +86,9 @@ class Platform:
                     session, self.catalog, settings.scheduler.policy, window
                 )
         self.policy: Scheduler = policy
+        # compiled here, outside any transaction: a first compile inside the scheduling cycle's
+        # or a launch's transaction would hold the database's write lock for it
+        warm(self.policy.profile)
         lease = settings.reconcilers.lease_seconds
         self.scheduler = SchedulingReconciler(
             self.sessions, self.clock, self.catalog, self.policy, window

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cardhour.scheduler import lookahead_cache as cache
 from cardhour.scheduler import lookahead_kernels as kern
 from cardhour.scheduler.engine import Scheduler
 from cardhour.scheduler.fgd_table import FgdTable
@@ -60,6 +61,9 @@ def test_rollouts_change_nothing_and_below_start_it_is_fgd(seed: int) -> None:
         # it only chooses among the nodes FGD would consider: it places exactly what FGD places
         assert isinstance(decision, Placement) == isinstance(expected, Placement)
         assert bindings(never.place(state, req)) == bindings(expected)
+        drawn = looking.rng.bit_generator.state
+        assert bindings(looking.place(state, req, look_ahead=False)) == bindings(expected)
+        assert looking.rng.bit_generator.state == drawn  # and it drew nothing
         differed += bindings(decision) != bindings(expected)
         if isinstance(decision, Placement):
             state.assume(decision)
@@ -90,7 +94,7 @@ def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int) -> 
     state = random_fleet(np.random.default_rng(seed))
     table = FgdTable(state, workload, rng.permutation(len(state)), keep_whole=True)
     types, p = table.typical()
-    memo = kern.new_memo(state.gpu_free.shape[1], slots=256)  # small: generations turn over
+    memo = cache.new_memo(state.gpu_free.shape[1], slots=256)  # small: generations turn over
     listing: tuple[np.ndarray, ...] = ()
     compared = 0
     for req in requests:
@@ -108,7 +112,7 @@ def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int) -> 
             t = table.shape(req)
             st, mt, tb = table._st, table._mt, table._tb
             if not listing or listing[1].shape[0] != tb[0].shape[0]:
-                listing = kern.new_listing(len(state), tb[0].shape[0], top)
+                listing = cache.new_listing(len(state), tb[0].shape[0], top)
             volumes, frags = kern.rollouts(t, np.array(best), futures, st, mt, tb, listing, memo)
             assert_unchanged(state, before)
             assert volumes.tolist() == expected_volume

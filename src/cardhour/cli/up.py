@@ -1,6 +1,7 @@
 """`cardhour up`: the embedded server — API, console and reconcilers in this one process.
 
-Order: settings (flags over `CARDHOUR_*` env) → platform → admin account → listening socket →
+Order: settings (flags over `CARDHOUR_*` env) → platform (which compiles the scheduler's
+kernels, or loads them from numba's cache) → admin account → listening socket →
 reconciler threads → banner → uvicorn. The banner's first line, `cardhour is up at URL`, is
 printed (and flushed) once the socket accepts connections. Ctrl-C or SIGTERM stops uvicorn,
 then the platform. Server-side modules are imported inside `up` so that every other command
@@ -14,6 +15,7 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
@@ -26,6 +28,10 @@ from cardhour.core.errors import InvalidInput
 
 if TYPE_CHECKING:
     from cardhour.settings import Settings
+
+# Shown when the platform takes a while to start: numba compiles the scheduler's kernels the
+# first time (`make kernels` does it ahead), then loads them from its cache in under a second.
+_SLOW_START = "cardhour: starting: compiling the scheduler's kernels (first start only, ~1-3 min)"
 
 
 def up(
@@ -46,7 +52,12 @@ def up(
     from cardhour.platform import Platform
 
     settings = _settings(host, port, data_dir)
-    platform = Platform(settings)
+    slow = threading.Timer(3.0, typer.echo, (_SLOW_START,), {"err": True})
+    slow.start()
+    try:
+        platform = Platform(settings)
+    finally:
+        slow.cancel()
     try:
         email, password = platform.bootstrap_admin()
         listed = [(a.slug, a.outcome) for a in platform.install_demo_apps()]

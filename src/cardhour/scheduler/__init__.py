@@ -3,7 +3,7 @@
 Importing the package registers every score plugin and named policy (`framework.PROFILES`).
 """
 
-from cardhour.scheduler.engine import Scheduler
+from cardhour.scheduler.engine import Scheduler, warm
 from cardhour.scheduler.frag import TypicalWorkload
 from cardhour.scheduler.framework import PROFILES, Profile, profile_named
 from cardhour.scheduler.profiles import DEFAULT_POLICY
@@ -34,4 +34,5 @@ __all__ = [
     "Scheduler",
     "TypicalWorkload",
     "profile_named",
+    "warm",
 ]

@@ -30,7 +30,7 @@ from cardhour.scheduler.framework import (
 from cardhour.scheduler.gang import place_gang, place_node
 from cardhour.scheduler.gpusel import share_gpu, whole_gpus
 from cardhour.scheduler.request import Kind, Pending, Placement, Request
-from cardhour.scheduler.state import FleetState
+from cardhour.scheduler.state import FleetState, NodeInfo
 
 
 class Scheduler:
@@ -92,12 +92,17 @@ class Scheduler:
             rank = np.arange(len(state))
         return rank
 
-    def place(self, state: FleetState, req: Request) -> Placement | Pending:
+    def place(
+        self, state: FleetState, req: Request, look_ahead: bool = True
+    ) -> Placement | Pending:
+        """Decide where `req` goes on `state`; changes nothing. `look_ahead=False` skips the
+        profile's lookahead (its rollouts only choose among nodes where `req` fits, so whether
+        it fits is the same answer, without drawing from this engine's randomness)."""
         ctx = self.context(state)
         kind = req.kind
         table = self.table(state) if kind in (Kind.CPU, Kind.SHARE, Kind.GPUS) else None
         if table is not None:
-            how = self.profile.lookahead
+            how = self.profile.lookahead if look_ahead else None
             if how is None:
                 decision = table.decide(req)
             else:
@@ -153,3 +158,23 @@ class Scheduler:
         if isinstance(decision, Placement):
             state.assume(decision)
         return decision
+
+
+def warm(profile: Profile | str) -> None:
+    """Compile (or load from numba's cache) what `profile` decides with, by placing a few
+    containers on a small fleet of its own. Call it before deciding inside a database
+    transaction: a first compile takes seconds (about a minute on a cold cache and busy cores),
+    and the transaction's locks would be held all that time."""
+    nodes = [
+        NodeInfo(f"warm-{i}", 32_000, 262_144, 8, "warm", (0, 0, 0, 0, 1, 1, 1, 1))
+        for i in range(4)
+    ]
+    state = FleetState.build(nodes)
+    shapes = [(4_000, 1, 500), (8_000, 1, 1000), (16_000, 2, 1000), (2_000, 0, 0)]
+    requests = [
+        Request(f"warm-{i}", cpu, 1024, gpus, milli)
+        for i, (cpu, gpus, milli) in enumerate(shapes * 3)
+    ]
+    engine = Scheduler(profile, TypicalWorkload.from_requests(requests), seed=0)
+    for req in requests:
+        engine.bind(state, req)

@@ -22,6 +22,8 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
+from cardhour.scheduler import lookahead_cache as cache
+from cardhour.scheduler import lookahead_candidates as pick
 from cardhour.scheduler import lookahead_kernels as kern
 from cardhour.scheduler.fgd_table import FgdTable
 from cardhour.scheduler.request import Request
@@ -32,7 +34,7 @@ from cardhour.scheduler.state import FleetState
 class _Workspace:
     """What one table's decisions reuse: M's task types and the cumulative distribution to
     draw them from, the rollouts' memo of node scores by node state, and their lists of best
-    nodes per shape (lookahead_kernels.py)."""
+    nodes per shape (lookahead_cache.py)."""
 
     types: np.ndarray
     cdf: np.ndarray
@@ -49,7 +51,7 @@ def _workspace(table: FgdTable) -> _Workspace:
         types, p = table.typical()
         cdf = p.cumsum()
         cdf /= cdf[-1]
-        memo = kern.new_memo(table.state.gpu_free.shape[1])
+        memo = cache.new_memo(table.state.gpu_free.shape[1])
         ws = _WORKSPACES[table] = _Workspace(types, cdf, memo)
     return ws
 
@@ -75,7 +77,7 @@ def choose(table: FgdTable, req: Request, rng: np.random.Generator, how: Lookahe
     """The node for container `req` (None: it fits nowhere). Changes nothing."""
     column = table.column(req)
     state = table.state
-    share = kern.allocated(state.gpu_free, state.gpu_count, state.schedulable)
+    share = pick.allocated(state.gpu_free, state.gpu_count, state.schedulable)
     best = distinct_best(state, column, how.candidates) if share >= how.start else []
     if len(best) < 2:
         node = int(column.argmax())
@@ -89,7 +91,7 @@ def choose(table: FgdTable, req: Request, rng: np.random.Generator, how: Lookahe
     st, mt, tb = table._st, table._mt, table._tb
     shapes, nodes = tb[0].shape
     if not ws.listing or ws.listing[1].shape[0] != shapes:  # first use, or the table grew
-        ws.listing = kern.new_listing(nodes, shapes)
+        ws.listing = cache.new_listing(nodes, shapes)
     candidates = np.array(best, dtype=np.int64)
     volumes, frags = kern.rollouts(t, candidates, futures, st, mt, tb, ws.listing, ws.memo)
     # the most GPU placed, then the least F(M); ties: the first, FGD's order
@@ -99,7 +101,7 @@ def choose(table: FgdTable, req: Request, rng: np.random.Generator, how: Lookahe
 def distinct_best(state: FleetState, column: np.ndarray, k: int) -> list[int]:
     """The `k` best nodes of a table column, one per distinct node state (GPUs free, whole vCPUs
     free, model, size and data centre: nodes equal in these roll out alike)."""
-    chosen = kern.distinct_best(
+    chosen = pick.distinct_best(
         np.ascontiguousarray(column), state.model, state.gpu_count, state.dc, state.cpu_free,
         state.gpu_free, k,
     )  # fmt: skip

@@ -1,5 +1,5 @@
-"""Compiled loops behind the lookahead (lookahead.py): FGD's few best distinct nodes, and every
-rollout of one decision in one call.
+"""Compiled loops behind the lookahead (lookahead.py): every rollout of one decision in one
+call.
 
 `rollouts` returns what `fgd_kernels.rollout` returns for each candidate and sample, exactly
 (`tests/scheduler/test_lookahead.py` compares them), with far less work per future pod:
@@ -10,14 +10,11 @@ rollout of one decision in one call.
   at each step FGD's choice is the base's best node not among those unless one of those scores
   higher: a handful of scores per step instead of every touched node's, and only placements on
   those nodes are bound (`_run`).
-- Each shape the rollouts can read has a list of its best nodes in order (`new_listing`, kept
-  between calls: patched for the nodes whose version moved since, rebuilt when it was not kept
-  up to date or runs short). A node no rollout has touched keeps its score, so FGD's choice among
-  the untouched nodes is the first untouched one on the list (a full scan only when the list
-  runs out); the touched nodes, at most one per pod placed, are scored one by one.
-- A touched node's score and its F_n(M) are memoised by (node, shape, the node's free CPU,
-  memory, flags and per-GPU milli; `new_memo`, kept between calls): the rollouts of one decision
-  share their futures, so they put the same nodes into the same states again and again.
+- A node no rollout has touched keeps its score, so FGD's choice among the untouched nodes is
+  the first untouched one on the shape's list of best nodes (lookahead_cache.py; a full scan
+  only when the list runs out); the touched nodes, at most one per pod placed, are scored one
+  by one, memoised by node state (lookahead_cache.py): the rollouts of one decision share their
+  futures, so they put the same nodes into the same states again and again.
 
 The arrays are `FgdTable`'s bundles (fgd_kernels.py's docstring). Scores of nodes that changed
 are written as `best_node` would; rollouts change nothing else that outlives the call.
@@ -28,296 +25,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from cardhour.scheduler.fgd_kernels import (
-    MILLI,
-    ROLLOUT_VERSIONS,
-    best_node,
-    plain,
-    refresh_node,
-    score_node,
-)
+from cardhour.scheduler.fgd_kernels import MILLI, ROLLOUT_VERSIONS, plain, refresh_node
+from cardhour.scheduler.lookahead_cache import memo_frag, memo_score, prepare_lists
 
-_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15, the golden-ratio multiplier
-_FRAG = -1  # the memo's shape for a node's F_n(M)
-
-
-@nb.njit(cache=True)
-def allocated(gpu_free, gpu_count, schedulable):
-    """The share of the schedulable nodes' GPU capacity allocated (0 with no capacity)."""
-    capacity = 0
-    free = 0
-    for n in range(gpu_free.shape[0]):
-        if schedulable[n]:
-            capacity += gpu_count[n] * MILLI
-            for g in range(gpu_free.shape[1]):
-                free += gpu_free[n, g]
-    return 0.0 if capacity == 0 else 1 - free / capacity
-
-
-@nb.njit(cache=True)
-def distinct_best(column, model, gpu_count, dc, cpu_free, gpu_free, k):
-    """The indices of the `k` best nodes of `column` (key >= 0, highest first), one per distinct
-    node state: (model, GPU count, data centre, whole vCPUs free, sorted per-GPU free milli)."""
-    # Usually the first few dozen nodes hold k distinct states: sort the best 8k, and every
-    # node only when those run out.
-    few = np.empty(8 * k, dtype=np.int64)
-    size = 0
-    for n in range(column.shape[0]):
-        v = column[n]
-        if v < 0 or (size == few.shape[0] and v <= column[few[size - 1]]):
-            continue
-        if size < few.shape[0]:
-            size += 1
-        q = size - 1
-        while q > 0 and column[few[q - 1]] < v:
-            few[q] = few[q - 1]
-            q -= 1
-        few[q] = n
-    chosen, found = _distinct(few[:size], column, model, gpu_count, dc, cpu_free, gpu_free, k)
-    if found < k and size == few.shape[0]:
-        order = np.argsort(-column)
-        chosen, found = _distinct(order, column, model, gpu_count, dc, cpu_free, gpu_free, k)
-    return chosen[:found]
-
-
-@nb.njit(cache=True)
-def _distinct(order, column, model, gpu_count, dc, cpu_free, gpu_free, k):
-    width = gpu_free.shape[1]
-    chosen = np.empty(k, dtype=np.int64)
-    keys = np.empty((k, 4 + width), dtype=np.int64)
-    row = np.empty(4 + width, dtype=np.int64)
-    found = 0
-    for n in order:
-        if column[n] < 0:
-            break
-        row[0], row[1], row[2], row[3] = model[n], gpu_count[n], dc[n], cpu_free[n] // 1000
-        for g in range(width):  # insertion sort of the GPUs' free milli
-            v = gpu_free[n, g]
-            j = g
-            while j > 0 and row[4 + j - 1] > v:
-                row[4 + j] = row[4 + j - 1]
-                j -= 1
-            row[4 + j] = v
-        seen = False
-        for c in range(found):
-            same = True
-            for f in range(4 + width):
-                if keys[c, f] != row[f]:
-                    same = False
-                    break
-            if same:
-                seen = True
-                break
-        if not seen:
-            keys[found] = row
-            chosen[found] = n
-            found += 1
-            if found == k:
-                break
-    return chosen, found
-
-
-# The memo is one float64 array, a row per slot, so a probe reads one row (two cache lines):
-# [used, node, shape, CPU, memory, flags, per-GPU milli..., value, GPU]. Every field is an
-# integer below 2**53 but the value (a score key or F_n(M)), so == on floats is exact. A state
-# looks in the _WINDOW slots from its hash on; when they are all taken, a new one overwrites one
-# of them in turn (an entry stays true forever, so the memo is a cache, never cleared).
-_USED, _NODE, _SHAPE, _CPU, _MEM, _FLAGS, _GPUS = 0, 1, 2, 3, 4, 5, 6
-_WINDOW = 8
 _RANKED = 4  # the base rollout's best nodes kept per step
-
-
-@plain(inline=True)
-def _slot(n, t, st, memo, inserts):
-    """The memo slot of (node n, shape t, n's state now): the one holding it (True), or the one
-    a new entry goes to (False)."""
-    gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
-    width = gpu_free.shape[1]
-    flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])  # schedulable, exclusive
-    h = (np.int64(n) * _MIX) ^ np.int64(t)
-    h = (h ^ cpu_free[n]) * _MIX
-    h = (h ^ mem_free[n]) * _MIX
-    h = (h ^ flags) * _MIX
-    for g in range(width):
-        h = (h ^ gpu_free[n, g]) * _MIX
-    mask = memo.shape[0] - 1
-    first = (h >> 32) & mask
-    for w in range(_WINDOW):
-        i = (first + w) & mask
-        row = memo[i]
-        if row[_USED] == 0:
-            return i, False
-        if (
-            row[_NODE] == n and row[_SHAPE] == t and row[_CPU] == cpu_free[n]
-            and row[_MEM] == mem_free[n] and row[_FLAGS] == flags
-        ):  # fmt: skip
-            same = True
-            for g in range(width):
-                if row[_GPUS + g] != gpu_free[n, g]:
-                    same = False
-                    break
-            if same:
-                return i, True
-    return (first + inserts[0] % _WINDOW) & mask, False
-
-
-@plain(inline=True)
-def _remember(i, n, t, st, memo, inserts, value, gpu):
-    """Put (n, t, n's state now) → (value, gpu) in slot i."""
-    gpu_free = st[0]
-    width = gpu_free.shape[1]
-    row = memo[i]
-    row[_USED], row[_NODE], row[_SHAPE] = 1, n, t
-    row[_CPU], row[_MEM] = st[1][n], st[2][n]
-    row[_FLAGS] = 2 * np.int64(st[4][n]) + np.int64(st[5][n])
-    for g in range(width):
-        row[_GPUS + g] = gpu_free[n, g]
-    row[_GPUS + width] = value
-    row[_GPUS + width + 1] = gpu
-    inserts[0] += 1
-
-
-@plain(inline=True)
-def _score(n, t, st, mt, tb, memo, inserts):
-    """`score_node(n, t)`, memoised by n's state."""
-    i, hit = _slot(n, t, st, memo, inserts)
-    width = st[0].shape[1]
-    if hit:
-        return memo[i, _GPUS + width], np.int64(memo[i, _GPUS + width + 1])
-    key, gpu = score_node(n, t, st, mt, tb)
-    _remember(i, n, t, st, memo, inserts, key, gpu)
-    return key, gpu
-
-
-@plain(inline=True)
-def _frag(n, st, mt, memo, inserts):
-    """F_n(M) of node n as it is now, memoised by its state."""
-    i, hit = _slot(n, _FRAG, st, memo, inserts)
-    if hit:
-        return memo[i, _GPUS + st[0].shape[1]]
-    if mt[4][n] != st[3][n]:
-        refresh_node(n, st, mt)
-    value = mt[3][n]
-    _remember(i, n, _FRAG, st, memo, inserts, value, -1)
-    return value
-
-
-def new_listing(nodes: int, shapes: int, top: int = 24) -> tuple[np.ndarray, ...]:
-    """Per-shape lists of best nodes for `rollouts`, kept between calls on a table with `shapes`
-    score rows: (node versions when last brought up to date, lists [shape, top], lengths,
-    bounds, built). Every node off a built list scores at most its shape's bound."""
-    if top < 1:
-        raise ValueError("a best-node list holds at least one node")
-    return (
-        np.full(nodes, -1, dtype=np.int64),
-        np.empty((shapes, top), dtype=np.int64),
-        np.zeros(shapes, dtype=np.int64),
-        np.full(shapes, -1.0),
-        np.zeros(shapes, dtype=np.bool_),
-    )
-
-
-@plain(inline=True)
-def _insert(t, n, value, key, lists, lengths, bound):
-    """Put node n (score `value` > bound[t]) into shape t's list in order; a full list drops its
-    last node, which becomes the new bound."""
-    top = lists.shape[1]
-    size = lengths[t]
-    if size == top:
-        last = key[t, lists[t, top - 1]]
-        if value <= last:
-            bound[t] = max(bound[t], value)
-            return
-        bound[t] = max(bound[t], last)
-        size -= 1
-    q = size
-    while q > 0 and key[t, lists[t, q - 1]] < value:
-        lists[t, q] = lists[t, q - 1]
-        q -= 1
-    lists[t, q] = n
-    lengths[t] = size + 1
-
-
-@nb.njit(cache=True)
-def _build(t, st, mt, tb, listing):
-    """Score shape t on every stale node and list its best nodes afresh."""
-    key = tb[0]
-    _, lists, lengths, bound, built = listing
-    best_node(t, st, mt, tb)
-    lengths[t] = 0
-    bound[t] = -1.0
-    for n in range(key.shape[1]):
-        value = key[t, n]
-        if value >= 0 and value > bound[t]:
-            _insert(t, n, value, key, lists, lengths, bound)
-    built[t] = True
-
-
-@nb.njit(cache=True)
-def _patch(t, n, st, mt, tb, listing):
-    """Node n changed: score it for shape t and move it in (or out of) shape t's list."""
-    key, gpu, stamp = tb[0], tb[1], tb[2]
-    version = st[3]
-    _, lists, lengths, bound, _ = listing
-    if stamp[t, n] != version[n]:
-        key[t, n], gpu[t, n] = score_node(n, t, st, mt, tb)
-        stamp[t, n] = version[n]
-    size = lengths[t]
-    for q in range(size):
-        if lists[t, q] == n:
-            for r in range(q, size - 1):
-                lists[t, r] = lists[t, r + 1]
-            lengths[t] = size - 1
-            break
-    value = key[t, n]
-    if value >= 0 and value > bound[t]:
-        _insert(t, n, value, key, lists, lengths, bound)
-
-
-@nb.njit(cache=True)
-def _prepare(first_t, futures, st, mt, tb, listing):
-    """Bring the lists of every shape the rollouts read up to date: patch the nodes that changed
-    since the last call, (re)build lists never built, untracked or run short. Returns (shape →
-    its row in the rollouts' scratch, or -1; rows)."""
-    seen, lists, lengths, bound, built = listing
-    version = st[3]
-    top = lists.shape[1]
-    index = np.full(tb[0].shape[0], -1, dtype=np.int64)
-    index[first_t] = 0
-    count = 1
-    for s in range(futures.shape[0]):
-        for i in range(futures.shape[1]):
-            t = futures[s, i]
-            if index[t] < 0:
-                index[t] = count
-                count += 1
-    changed = np.empty(version.shape[0], dtype=np.int64)
-    n_changed = 0
-    for n in range(version.shape[0]):
-        if seen[n] != version[n]:
-            changed[n_changed] = n
-            n_changed += 1
-            seen[n] = version[n]
-    for t in range(index.shape[0]):
-        if index[t] < 0:
-            if n_changed:
-                built[t] = False  # its nodes' changes are not tracked
-            continue
-        if built[t] and n_changed <= top:
-            for c in range(n_changed):
-                _patch(t, changed[c], st, mt, tb, listing)
-            if lengths[t] * 4 >= top or bound[t] < 0:
-                continue
-        _build(t, st, mt, tb, listing)
-    return index, count
-
-
-def new_memo(gpu_width: int, slots: int = 1 << 13) -> tuple[np.ndarray, np.ndarray]:
-    """A memo for `rollouts` on fleets of `gpu_width` GPUs per node, kept between calls:
-    (rows, [entries written]). `slots`: a power of two, at least the probe window."""
-    if slots < _WINDOW or slots & (slots - 1):
-        raise ValueError(f"memo slots must be a power of two, at least {_WINDOW}")
-    return np.zeros((slots, _GPUS + gpu_width + 2)), np.zeros(1, dtype=np.int64)
 
 
 @nb.njit(cache=True)
@@ -328,7 +39,7 @@ def rollouts(first_t, candidates, futures, st, mt, tb, listing, memo):
     for c in range(candidates.shape[0]):
         if tb[0][first_t, candidates[c]] < 0:
             raise ValueError("a lookahead candidate does not fit the request")
-    index, n_lists = _prepare(first_t, futures, st, mt, tb, listing)
+    index, n_lists = prepare_lists(first_t, futures, st, mt, tb, listing)
     steps = futures.shape[1] + 1
     width = st[0].shape[1]
     rows, inserts = memo
@@ -381,7 +92,7 @@ def _key(n, t, j, st, mt, tb, memo, inserts, scratch):
     tkey, tgpu, stamp, row = scratch[5], scratch[6], scratch[7], scratch[12]
     q = row[n]
     if stamp[q, j] != st[3][n]:
-        tkey[q, j], tgpu[q, j] = _score(n, t, st, mt, tb, memo, inserts)
+        tkey[q, j], tgpu[q, j] = memo_score(n, t, st, mt, tb, memo, inserts)
         stamp[q, j] = st[3][n]
     return tkey[q, j], tgpu[q, j]
 
@@ -476,7 +187,7 @@ def _change(n_touched, wsum, st, mt, memo, inserts, scratch):
     touched, saved = scratch[0], scratch[4]
     total = 0.0
     for q in range(n_touched):
-        total += round(_frag(touched[q], st, mt, memo, inserts) * wsum)
+        total += round(memo_frag(touched[q], st, mt, memo, inserts) * wsum)
         total -= round(saved[q, 1] * wsum)
     return total
 
@@ -638,7 +349,7 @@ def _run(
         for q in range(n_touched):
             n = touched[q]
             in_base[n] = True
-            base_end[n] = _frag(n, st, mt, memo, inserts)
+            base_end[n] = memo_frag(n, st, mt, memo, inserts)
         base_total = base + _change(n_touched, wsum, st, mt, memo, inserts, scratch)
         _undo(n_touched, done, st, mt, tb, scratch)
 
@@ -714,7 +425,8 @@ def _run(
                 for d in range(n_differ):
                     n = differ[d]
                     before = base_end[n] if in_base[n] else saved[row[n], 1]
-                    total += round(_frag(n, st, mt, memo, inserts) * wsum) - round(before * wsum)
+                    after = memo_frag(n, st, mt, memo, inserts)
+                    total += round(after * wsum) - round(before * wsum)
             _undo(n_touched, done, st, mt, tb, scratch)
             for d in range(n_differ):
                 differs[differ[d]] = False

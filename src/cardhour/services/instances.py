@@ -300,7 +300,11 @@ def create(
             f"bare metal takes whole nodes: ask for {model.id}:{size} (or --nodes), not {count}"
         )
     request = placement.to_request(shapes, "launch", model.id, count, bare_metal=req.bare_metal)
-    ever = request if isinstance(request, Pending) else scheduler.place(state, request)
+    ever = (
+        request
+        if isinstance(request, Pending)
+        else scheduler.place(state, request, look_ahead=False)  # whether, not where
+    )
     if isinstance(ever, Pending):
         raise NoCapacity(f"no {count} × {model.id} can be placed on this fleet: {ever.reason}")
     price = pricing.launch_price(

@@ -1,0 +1,225 @@
+"""What the lookahead's rollouts keep between calls (lookahead_kernels.py): per shape, a list
+of its best nodes in order, and a memo of node scores and F_n(M) by node state.
+
+- Each shape the rollouts can read has a list of its best nodes in order (`new_listing`):
+  patched for the nodes whose version moved since the last call, rebuilt when it was not kept up
+  to date or runs short (`prepare_lists`). Every node off a built list scores at most the list's
+  bound, so FGD's choice among the nodes no rollout touched is the first untouched one listed.
+- A touched node's score and its F_n(M) are memoised by (node, shape, the node's free CPU,
+  memory, flags and per-GPU milli; `new_memo`, `memo_score`, `memo_frag`): the rollouts of one
+  decision share their futures, so they put the same nodes into the same states again and again.
+
+The arrays are `FgdTable`'s bundles (fgd_kernels.py's docstring).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from cardhour.scheduler.fgd_kernels import best_node, plain, refresh_node, score_node
+
+_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15, the golden-ratio multiplier
+_FRAG = -1  # the memo's shape for a node's F_n(M)
+
+
+# The memo is one float64 array, a row per slot, so a probe reads one row (two cache lines):
+# [used, node, shape, CPU, memory, flags, per-GPU milli..., value, GPU]. Every field is an
+# integer below 2**53 but the value (a score key or F_n(M)), so == on floats is exact. A state
+# looks in the _WINDOW slots from its hash on; when they are all taken, a new one overwrites one
+# of them in turn (an entry stays true forever, so the memo is a cache, never cleared).
+_USED, _NODE, _SHAPE, _CPU, _MEM, _FLAGS, _GPUS = 0, 1, 2, 3, 4, 5, 6
+_WINDOW = 8
+
+
+@plain(inline=True)
+def _slot(n, t, st, memo, inserts):
+    """The memo slot of (node n, shape t, n's state now): the one holding it (True), or the one
+    a new entry goes to (False)."""
+    gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
+    width = gpu_free.shape[1]
+    flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])  # schedulable, exclusive
+    h = (np.int64(n) * _MIX) ^ np.int64(t)
+    h = (h ^ cpu_free[n]) * _MIX
+    h = (h ^ mem_free[n]) * _MIX
+    h = (h ^ flags) * _MIX
+    for g in range(width):
+        h = (h ^ gpu_free[n, g]) * _MIX
+    mask = memo.shape[0] - 1
+    first = (h >> 32) & mask
+    for w in range(_WINDOW):
+        i = (first + w) & mask
+        row = memo[i]
+        if row[_USED] == 0:
+            return i, False
+        if (
+            row[_NODE] == n and row[_SHAPE] == t and row[_CPU] == cpu_free[n]
+            and row[_MEM] == mem_free[n] and row[_FLAGS] == flags
+        ):  # fmt: skip
+            same = True
+            for g in range(width):
+                if row[_GPUS + g] != gpu_free[n, g]:
+                    same = False
+                    break
+            if same:
+                return i, True
+    return (first + inserts[0] % _WINDOW) & mask, False
+
+
+@plain(inline=True)
+def _remember(i, n, t, st, memo, inserts, value, gpu):
+    """Put (n, t, n's state now) → (value, gpu) in slot i."""
+    gpu_free = st[0]
+    width = gpu_free.shape[1]
+    row = memo[i]
+    row[_USED], row[_NODE], row[_SHAPE] = 1, n, t
+    row[_CPU], row[_MEM] = st[1][n], st[2][n]
+    row[_FLAGS] = 2 * np.int64(st[4][n]) + np.int64(st[5][n])
+    for g in range(width):
+        row[_GPUS + g] = gpu_free[n, g]
+    row[_GPUS + width] = value
+    row[_GPUS + width + 1] = gpu
+    inserts[0] += 1
+
+
+@plain(inline=True)
+def memo_score(n, t, st, mt, tb, memo, inserts):
+    """`score_node(n, t)`, memoised by n's state."""
+    i, hit = _slot(n, t, st, memo, inserts)
+    width = st[0].shape[1]
+    if hit:
+        return memo[i, _GPUS + width], np.int64(memo[i, _GPUS + width + 1])
+    key, gpu = score_node(n, t, st, mt, tb)
+    _remember(i, n, t, st, memo, inserts, key, gpu)
+    return key, gpu
+
+
+@plain(inline=True)
+def memo_frag(n, st, mt, memo, inserts):
+    """F_n(M) of node n as it is now, memoised by its state."""
+    i, hit = _slot(n, _FRAG, st, memo, inserts)
+    if hit:
+        return memo[i, _GPUS + st[0].shape[1]]
+    if mt[4][n] != st[3][n]:
+        refresh_node(n, st, mt)
+    value = mt[3][n]
+    _remember(i, n, _FRAG, st, memo, inserts, value, -1)
+    return value
+
+
+def new_listing(nodes: int, shapes: int, top: int = 24) -> tuple[np.ndarray, ...]:
+    """Per-shape lists of best nodes for `rollouts`, kept between calls on a table with `shapes`
+    score rows: (node versions when last brought up to date, lists [shape, top], lengths,
+    bounds, built). Every node off a built list scores at most its shape's bound."""
+    if top < 1:
+        raise ValueError("a best-node list holds at least one node")
+    return (
+        np.full(nodes, -1, dtype=np.int64),
+        np.empty((shapes, top), dtype=np.int64),
+        np.zeros(shapes, dtype=np.int64),
+        np.full(shapes, -1.0),
+        np.zeros(shapes, dtype=np.bool_),
+    )
+
+
+@plain(inline=True)
+def _insert(t, n, value, key, lists, lengths, bound):
+    """Put node n (score `value` > bound[t]) into shape t's list in order; a full list drops its
+    last node, which becomes the new bound."""
+    top = lists.shape[1]
+    size = lengths[t]
+    if size == top:
+        last = key[t, lists[t, top - 1]]
+        if value <= last:
+            bound[t] = max(bound[t], value)
+            return
+        bound[t] = max(bound[t], last)
+        size -= 1
+    q = size
+    while q > 0 and key[t, lists[t, q - 1]] < value:
+        lists[t, q] = lists[t, q - 1]
+        q -= 1
+    lists[t, q] = n
+    lengths[t] = size + 1
+
+
+@nb.njit(cache=True)
+def _build(t, st, mt, tb, listing):
+    """Score shape t on every stale node and list its best nodes afresh."""
+    key = tb[0]
+    _, lists, lengths, bound, built = listing
+    best_node(t, st, mt, tb)
+    lengths[t] = 0
+    bound[t] = -1.0
+    for n in range(key.shape[1]):
+        value = key[t, n]
+        if value >= 0 and value > bound[t]:
+            _insert(t, n, value, key, lists, lengths, bound)
+    built[t] = True
+
+
+@nb.njit(cache=True)
+def _patch(t, n, st, mt, tb, listing):
+    """Node n changed: score it for shape t and move it in (or out of) shape t's list."""
+    key, gpu, stamp = tb[0], tb[1], tb[2]
+    version = st[3]
+    _, lists, lengths, bound, _ = listing
+    if stamp[t, n] != version[n]:
+        key[t, n], gpu[t, n] = score_node(n, t, st, mt, tb)
+        stamp[t, n] = version[n]
+    size = lengths[t]
+    for q in range(size):
+        if lists[t, q] == n:
+            for r in range(q, size - 1):
+                lists[t, r] = lists[t, r + 1]
+            lengths[t] = size - 1
+            break
+    value = key[t, n]
+    if value >= 0 and value > bound[t]:
+        _insert(t, n, value, key, lists, lengths, bound)
+
+
+@nb.njit(cache=True)
+def prepare_lists(first_t, futures, st, mt, tb, listing):
+    """Bring the lists of every shape the rollouts read up to date: patch the nodes that changed
+    since the last call, (re)build lists never built, untracked or run short. Returns (shape →
+    its row in the rollouts' scratch, or -1; rows)."""
+    seen, lists, lengths, bound, built = listing
+    version = st[3]
+    top = lists.shape[1]
+    index = np.full(tb[0].shape[0], -1, dtype=np.int64)
+    index[first_t] = 0
+    count = 1
+    for s in range(futures.shape[0]):
+        for i in range(futures.shape[1]):
+            t = futures[s, i]
+            if index[t] < 0:
+                index[t] = count
+                count += 1
+    changed = np.empty(version.shape[0], dtype=np.int64)
+    n_changed = 0
+    for n in range(version.shape[0]):
+        if seen[n] != version[n]:
+            changed[n_changed] = n
+            n_changed += 1
+            seen[n] = version[n]
+    for t in range(index.shape[0]):
+        if index[t] < 0:
+            if n_changed:
+                built[t] = False  # its nodes' changes are not tracked
+            continue
+        if built[t] and n_changed <= top:
+            for c in range(n_changed):
+                _patch(t, changed[c], st, mt, tb, listing)
+            if lengths[t] * 4 >= top or bound[t] < 0:
+                continue
+        _build(t, st, mt, tb, listing)
+    return index, count
+
+
+def new_memo(gpu_width: int, slots: int = 1 << 13) -> tuple[np.ndarray, np.ndarray]:
+    """A memo for `rollouts` on fleets of `gpu_width` GPUs per node, kept between calls:
+    (rows, [entries written]). `slots`: a power of two, at least the probe window."""
+    if slots < _WINDOW or slots & (slots - 1):
+        raise ValueError(f"memo slots must be a power of two, at least {_WINDOW}")
+    return np.zeros((slots, _GPUS + gpu_width + 2)), np.zeros(1, dtype=np.int64)
