@@ -3,6 +3,8 @@ nothing, and fewer GPUs left unallocated than FGD on the openb default trace."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,7 @@ from cardhour.scheduler.framework import Profile, register_profile
 from cardhour.scheduler.lookahead import Lookahead, distinct_best
 from cardhour.scheduler.profiles import DEFAULT_POLICY
 from cardhour.scheduler.replay import replay
-from cardhour.scheduler.request import Placement
+from cardhour.scheduler.request import Placement, Request
 from cardhour.scheduler.state import FleetState
 from cardhour.scheduler.trace import parse_nodes, parse_pods
 from tests.scheduler.factories import assert_unchanged, snapshot
@@ -36,6 +38,8 @@ def profile(start: float) -> Profile:
 def test_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Lookahead(candidates=0)
+    with pytest.raises(ValueError, match="at least 1"):
+        Lookahead(share_samples=0)
     with pytest.raises(ValueError, match="in \\[0, 1\\]"):
         Lookahead(start=1.5)
     with pytest.raises(ValueError, match="lookahead needs FGD's scores"):
@@ -68,6 +72,25 @@ def test_rollouts_change_nothing_and_below_start_it_is_fgd(seed: int) -> None:
         if isinstance(decision, Placement):
             state.assume(decision)
     assert differed > 0  # the rollouts did choose otherwise at times
+
+
+@pytest.mark.parametrize(
+    ("req", "samples"), [(Request("s", 1000, 0, 1, 500), 3), (Request("g", 1000, 0, 1, 1000), 1)]
+)
+def test_a_share_gets_its_own_number_of_rollouts(req: Request, samples: int) -> None:
+    """Each rollout draws its `horizon` futures: a share draws `share_samples` rollouts' worth,
+    a whole GPU `samples`'."""
+    rng = np.random.default_rng(5)
+    state = random_fleet(rng)
+    workload = TypicalWorkload.from_requests([random_request(rng, i) for i in range(300)])
+    how = Lookahead(candidates=3, horizon=7, samples=1, share_samples=3)
+    looking = Scheduler(
+        replace(profile(0.0), name="lookahead-test-shares", lookahead=how), workload, seed=9
+    )
+    assert isinstance(looking.place(state, req), Placement)
+    expected = np.random.default_rng(9)
+    expected.random((samples, how.horizon))
+    assert looking.rng.bit_generator.state == expected.bit_generator.state
 
 
 def test_default_policy_beats_fgd_on_the_default_trace() -> None:

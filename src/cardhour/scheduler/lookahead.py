@@ -7,9 +7,11 @@ container's `candidates` best nodes by FGD (one per distinct node state, FGD's t
 each tried in a rollout: the container is bound there, then `horizon` pods drawn from M (the
 same draws for every candidate) are placed by FGD and everything is undone
 (`lookahead_kernels.rollouts`: all of a decision's rollouts in one compiled call, exactly what
-`FgdTable.rollout` gives one by one, several times faster). The candidate under which the drawn
-pods place the most GPU request wins, then the least fragmentation F(M), then FGD's order. Below
-`start`, with one candidate, or for a request that fits nowhere, it is FGD's decision.
+`FgdTable.rollout` gives one by one, several times faster). A container with a fraction of a
+GPU gets `share_samples` rollouts per candidate, every other container `samples`, each rollout
+with its own draws. The candidate under which the drawn pods place the most GPU request (summed
+over its rollouts) wins, then the least fragmentation F(M), then FGD's order. Below `start`,
+with one candidate, or for a request that fits nowhere, it is FGD's decision.
 
 Only M (the typical workload FGD itself uses) and the fleet as it is are read: nothing about the
 pods still to come. docs/benchmarks/scheduler.md has what it gains and costs.
@@ -26,7 +28,7 @@ from cardhour.scheduler import lookahead_cache as cache
 from cardhour.scheduler import lookahead_candidates as pick
 from cardhour.scheduler import lookahead_kernels as kern
 from cardhour.scheduler.fgd_table import FgdTable
-from cardhour.scheduler.request import Request
+from cardhour.scheduler.request import Kind, Request
 from cardhour.scheduler.state import FleetState
 
 
@@ -58,16 +60,18 @@ def _workspace(table: FgdTable) -> _Workspace:
 
 @dataclass(frozen=True)
 class Lookahead:
-    """How hard to look: nodes tried, future pods per rollout, rollouts per node, and the share of
-    GPU capacity allocated from which it starts."""
+    """How hard to look: nodes tried, future pods per rollout, rollouts per node (for a container
+    with a fraction of a GPU: `share_samples`), and the share of GPU capacity allocated from
+    which it starts."""
 
     candidates: int = 10
     horizon: int = 75
     samples: int = 1
     start: float = 0.0
+    share_samples: int = 2
 
     def __post_init__(self) -> None:
-        if self.candidates < 1 or self.horizon < 1 or self.samples < 1:
+        if min(self.candidates, self.horizon, self.samples, self.share_samples) < 1:
             raise ValueError("lookahead candidates, horizon and samples must be at least 1")
         if not 0 <= self.start <= 1:
             raise ValueError("lookahead start must be a share of capacity in [0, 1]")
@@ -85,7 +89,8 @@ def choose(table: FgdTable, req: Request, rng: np.random.Generator, how: Lookahe
     ws = _workspace(table)
     # rng.choice(len(types), size, p=p) as numpy computes it (the same draws), without its
     # checks of p on every call
-    futures = ws.types[ws.cdf.searchsorted(rng.random((how.samples, how.horizon)), side="right")]
+    samples = how.share_samples if req.kind is Kind.SHARE else how.samples
+    futures = ws.types[ws.cdf.searchsorted(rng.random((samples, how.horizon)), side="right")]
     t = table.shape(req)
     # FgdTable's array bundles (fgd_kernels.py), read after every shape above is registered
     st, mt, tb = table._st, table._mt, table._tb

@@ -40,7 +40,8 @@ register_profile(
         name="cardhour",
         description=(
             f"fgd-keep-whole; each container is tried on FGD's best {_LOOKAHEAD.candidates} "
-            f"nodes in rollouts of {_LOOKAHEAD.horizon} pods of the typical workload"
+            f"nodes in rollouts of {_LOOKAHEAD.horizon} pods of the typical workload "
+            f"({_LOOKAHEAD.share_samples} per node for a GPU share)"
         ),
         lookahead=_LOOKAHEAD,
     )
