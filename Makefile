@@ -26,8 +26,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP) kernels
 
-# The scheduler's compiled kernels (numba, cached next to their sources): about a minute the
-# first time, under a second once cached. Before `up` and the tests, so neither waits on a
+# The scheduler's compiled kernels (numba, cached next to their sources): 2-3 minutes the first
+# time on 2 cores, about a second once cached. Before `up` and the tests, so neither waits on a
 # compile (and the test workers load them rather than each compiling them).
 kernels: $(STAMP)
 	@$(BIN)/python -c "from cardhour.scheduler import DEFAULT_POLICY, warm; warm(DEFAULT_POLICY)"
