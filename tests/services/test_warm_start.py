@@ -1,8 +1,8 @@
 """The platform compiles its scheduler's kernels when it starts, outside any transaction.
 
-A first compile takes seconds (about a minute on a cold cache and 2 busy cores). Done inside the
-scheduling cycle's or a launch's transaction, it held SQLite's write lock so long that
-concurrent requests failed with "database is locked". So: after `Platform(...)`, launching and
+A first compile takes minutes on a cold cache (2 min 43 s for `make kernels` on 2 cores). Done
+inside the scheduling cycle's or a launch's transaction, it held SQLite's write lock so long
+that concurrent requests failed with "database is locked". So: after `Platform(...)`, launching and
 scheduling containers of every kind must not compile (or load) any kernel again. Run in a fresh
 process, where nothing else has compiled them yet.
 """
