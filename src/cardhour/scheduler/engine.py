@@ -163,8 +163,8 @@ class Scheduler:
 def warm(profile: Profile | str) -> None:
     """Compile (or load from numba's cache) what `profile` decides with, by placing a few
     containers on a small fleet of its own. Call it before deciding inside a database
-    transaction: a first compile takes seconds (about a minute on a cold cache and busy cores),
-    and the transaction's locks would be held all that time."""
+    transaction: a first compile takes minutes on a cold cache (`make kernels`: 2 min 43 s on 2
+    cores), and the transaction's locks would be held all that time."""
     nodes = [
         NodeInfo(f"warm-{i}", 32_000, 262_144, 8, "warm", (0, 0, 0, 0, 1, 1, 1, 1))
         for i in range(4)

@@ -72,7 +72,9 @@ class Lookahead:
 
     def __post_init__(self) -> None:
         if min(self.candidates, self.horizon, self.samples, self.share_samples) < 1:
-            raise ValueError("lookahead candidates, horizon and samples must be at least 1")
+            raise ValueError(
+                "lookahead candidates, horizon, samples and share samples must be at least 1"
+            )
         if not 0 <= self.start <= 1:
             raise ValueError("lookahead start must be a share of capacity in [0, 1]")
 
