@@ -105,12 +105,13 @@ def test_default_policy_beats_fgd_on_the_default_trace() -> None:
 
 
 @pytest.mark.parametrize("seed", [3, 4])
-@pytest.mark.parametrize("top", [1, 24])
-def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int) -> None:
+@pytest.mark.parametrize(("top", "log"), [(1, 4096), (24, 3), (128, 4096)])
+def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int, log: int) -> None:
     """`lookahead_kernels.rollouts` (listed best nodes, memo by node state) returns exactly the
     sums of `FgdTable.rollout`, decision after decision with one memo and one set of lists
     patched in between, and changes nothing. top=1 makes the listed nodes run out, so the
-    full-scan path and the rebuilds run too."""
+    full-scan path and the rebuilds run too; a log of 3 changes makes lists unused for a while
+    rebuild once their changes leave it."""
     rng = np.random.default_rng(seed)
     requests = [random_request(rng, i) for i in range(400)]
     workload = TypicalWorkload.from_requests(requests)
@@ -135,7 +136,7 @@ def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int) -> 
             t = table.shape(req)
             st, mt, tb = table._st, table._mt, table._tb
             if not listing or listing[1].shape[0] != tb[0].shape[0]:
-                listing = cache.new_listing(len(state), tb[0].shape[0], top)
+                listing = cache.new_listing(len(state), tb[0].shape[0], top, log)
             volumes, frags = kern.rollouts(t, np.array(best), futures, st, mt, tb, listing, memo)
             assert_unchanged(state, before)
             assert volumes.tolist() == expected_volume

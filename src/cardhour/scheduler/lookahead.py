@@ -40,7 +40,7 @@ class _Workspace:
 
     types: np.ndarray
     cdf: np.ndarray
-    memo: tuple[np.ndarray, np.ndarray]
+    memo: tuple[np.ndarray, np.ndarray, np.ndarray]
     listing: tuple[np.ndarray, ...] = ()
 
 

@@ -1,10 +1,11 @@
 """What the lookahead's rollouts keep between calls (lookahead_kernels.py): per shape, a list
 of its best nodes in order, and a memo of node scores and F_n(M) by node state.
 
-- Each shape the rollouts can read has a list of its best nodes in order (`new_listing`):
-  patched for the nodes whose version moved since the last call, rebuilt when it was not kept up
-  to date or runs short (`prepare_lists`). Every node off a built list scores at most the list's
-  bound, so FGD's choice among the nodes no rollout touched is the first untouched one listed.
+- Each shape the rollouts can read has a list of its best nodes in order (`new_listing`). Nodes
+  whose version moved are logged; a list is patched for the nodes logged since it was last used
+  and rebuilt when too many were or it runs short (`prepare_lists`). Every node off a built list
+  scores at most the list's bound, so FGD's choice among the nodes no rollout touched is the
+  first untouched one listed.
 - A touched node's score and its F_n(M) are memoised by (node, shape, the node's free CPU,
   memory, flags and per-GPU milli; `new_memo`, `memo_score`, `memo_frag`): the rollouts of one
   decision share their futures, so they put the same nodes into the same states again and again.
@@ -23,20 +24,23 @@ _MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15, the golden-ratio mu
 _FRAG = -1  # the memo's shape for a node's F_n(M)
 
 
-# The memo is one float64 array, a row per slot, so a probe reads one row (two cache lines):
-# [used, node, shape, CPU, memory, flags, per-GPU milli..., value, GPU]. Every field is an
-# integer below 2**53 but the value (a score key or F_n(M)), so == on floats is exact. A state
-# looks in the _WINDOW slots from its hash on; when they are all taken, a new one overwrites one
-# of them in turn (an entry stays true forever, so the memo is a cache, never cleared).
-_USED, _NODE, _SHAPE, _CPU, _MEM, _FLAGS, _GPUS = 0, 1, 2, 3, 4, 5, 6
+# The memo is (rows, tags, [entries written]). A row per slot, float64: [node, shape, CPU,
+# memory, flags, per-GPU milli..., value, GPU]; every field is an integer below 2**53 but the
+# value (a score key or F_n(M)), so == on floats is exact. A state looks in the _WINDOW slots
+# from its hash on, reading their tags first (one cache line: the state's hash, odd; 0 for an
+# empty slot) and a row only where the tag matches; when they are all taken, a new one
+# overwrites one of them in turn (an entry stays true forever, so the memo is a cache, never
+# cleared).
+_NODE, _SHAPE, _CPU, _MEM, _FLAGS, _GPUS = 0, 1, 2, 3, 4, 5
 _WINDOW = 8
 
 
 @plain(inline=True)
-def _slot(n, t, st, memo, inserts):
-    """The memo slot of (node n, shape t, n's state now): the one holding it (True), or the one
-    a new entry goes to (False)."""
+def _slot(n, t, st, memo):
+    """The memo slot of (node n, shape t, n's state now): (the one holding it, True) or (the one
+    a new entry goes to, False), and the state's tag."""
     gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
+    rows, tags, inserts = memo
     width = gpu_free.shape[1]
     flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])  # schedulable, exclusive
     h = (np.int64(n) * _MIX) ^ np.int64(t)
@@ -45,13 +49,16 @@ def _slot(n, t, st, memo, inserts):
     h = (h ^ flags) * _MIX
     for g in range(width):
         h = (h ^ gpu_free[n, g]) * _MIX
-    mask = memo.shape[0] - 1
+    tag = h | 1
+    mask = rows.shape[0] - 1
     first = (h >> 32) & mask
     for w in range(_WINDOW):
         i = (first + w) & mask
-        row = memo[i]
-        if row[_USED] == 0:
-            return i, False
+        if tags[i] == 0:
+            return i, False, tag
+        if tags[i] != tag:
+            continue
+        row = rows[i]
         if (
             row[_NODE] == n and row[_SHAPE] == t and row[_CPU] == cpu_free[n]
             and row[_MEM] == mem_free[n] and row[_FLAGS] == flags
@@ -62,63 +69,70 @@ def _slot(n, t, st, memo, inserts):
                     same = False
                     break
             if same:
-                return i, True
-    return (first + inserts[0] % _WINDOW) & mask, False
+                return i, True, tag
+    return (first + inserts[0] % _WINDOW) & mask, False, tag
 
 
 @plain(inline=True)
-def _remember(i, n, t, st, memo, inserts, value, gpu):
+def _remember(i, tag, n, t, st, memo, value, gpu):
     """Put (n, t, n's state now) → (value, gpu) in slot i."""
     gpu_free = st[0]
+    rows, tags, inserts = memo
     width = gpu_free.shape[1]
-    row = memo[i]
-    row[_USED], row[_NODE], row[_SHAPE] = 1, n, t
+    row = rows[i]
+    row[_NODE], row[_SHAPE] = n, t
     row[_CPU], row[_MEM] = st[1][n], st[2][n]
     row[_FLAGS] = 2 * np.int64(st[4][n]) + np.int64(st[5][n])
     for g in range(width):
         row[_GPUS + g] = gpu_free[n, g]
     row[_GPUS + width] = value
     row[_GPUS + width + 1] = gpu
+    tags[i] = tag
     inserts[0] += 1
 
 
 @plain(inline=True)
-def memo_score(n, t, st, mt, tb, memo, inserts):
+def memo_score(n, t, st, mt, tb, memo):
     """`score_node(n, t)`, memoised by n's state."""
-    i, hit = _slot(n, t, st, memo, inserts)
+    i, hit, tag = _slot(n, t, st, memo)
     width = st[0].shape[1]
     if hit:
-        return memo[i, _GPUS + width], np.int64(memo[i, _GPUS + width + 1])
+        return memo[0][i, _GPUS + width], np.int64(memo[0][i, _GPUS + width + 1])
     key, gpu = score_node(n, t, st, mt, tb)
-    _remember(i, n, t, st, memo, inserts, key, gpu)
+    _remember(i, tag, n, t, st, memo, key, gpu)
     return key, gpu
 
 
 @plain(inline=True)
-def memo_frag(n, st, mt, memo, inserts):
+def memo_frag(n, st, mt, memo):
     """F_n(M) of node n as it is now, memoised by its state."""
-    i, hit = _slot(n, _FRAG, st, memo, inserts)
+    i, hit, tag = _slot(n, _FRAG, st, memo)
     if hit:
-        return memo[i, _GPUS + st[0].shape[1]]
+        return memo[0][i, _GPUS + st[0].shape[1]]
     if mt[4][n] != st[3][n]:
         refresh_node(n, st, mt)
     value = mt[3][n]
-    _remember(i, n, _FRAG, st, memo, inserts, value, -1)
+    _remember(i, tag, n, _FRAG, st, memo, value, -1)
     return value
 
 
-def new_listing(nodes: int, shapes: int, top: int = 24) -> tuple[np.ndarray, ...]:
+def new_listing(nodes: int, shapes: int, top: int = 128, log: int = 4096) -> tuple[np.ndarray, ...]:
     """Per-shape lists of best nodes for `rollouts`, kept between calls on a table with `shapes`
-    score rows: (node versions when last brought up to date, lists [shape, top], lengths,
-    bounds, built). Every node off a built list scores at most its shape's bound."""
-    if top < 1:
-        raise ValueError("a best-node list holds at least one node")
+    score rows: (node versions when last logged, lists [shape, top], lengths, bounds, built,
+    the last `log` nodes seen to change (a ring), per shape the changes logged when its list was
+    last brought up to date, [changes logged]). Every node off a built list scores at most its
+    shape's bound."""
+    if top < 1 or log < 1:
+        raise ValueError("a best-node list holds at least one node and the log one change")
     return (
         np.full(nodes, -1, dtype=np.int64),
         np.empty((shapes, top), dtype=np.int64),
         np.zeros(shapes, dtype=np.int64),
         np.full(shapes, -1.0),
         np.zeros(shapes, dtype=np.bool_),
+        np.empty(log, dtype=np.int64),
+        np.zeros(shapes, dtype=np.int64),
+        np.zeros(1, dtype=np.int64),
     )
 
 
@@ -147,7 +161,7 @@ def _insert(t, n, value, key, lists, lengths, bound):
 def _build(t, st, mt, tb, listing):
     """Score shape t on every stale node and list its best nodes afresh."""
     key = tb[0]
-    _, lists, lengths, bound, built = listing
+    lists, lengths, bound, built = listing[1:5]
     best_node(t, st, mt, tb)
     lengths[t] = 0
     bound[t] = -1.0
@@ -163,7 +177,7 @@ def _patch(t, n, st, mt, tb, listing):
     """Node n changed: score it for shape t and move it in (or out of) shape t's list."""
     key, gpu, stamp = tb[0], tb[1], tb[2]
     version = st[3]
-    _, lists, lengths, bound, _ = listing
+    lists, lengths, bound = listing[1:4]
     if stamp[t, n] != version[n]:
         key[t, n], gpu[t, n] = score_node(n, t, st, mt, tb)
         stamp[t, n] = version[n]
@@ -181,12 +195,14 @@ def _patch(t, n, st, mt, tb, listing):
 
 @nb.njit(cache=True)
 def prepare_lists(first_t, futures, st, mt, tb, listing):
-    """Bring the lists of every shape the rollouts read up to date: patch the nodes that changed
-    since the last call, (re)build lists never built, untracked or run short. Returns (shape →
-    its row in the rollouts' scratch, or -1; rows)."""
-    seen, lists, lengths, bound, built = listing
+    """Bring the lists of every shape the rollouts read up to date: log the nodes that changed
+    since the last call, patch a list for those logged since it was last brought up to date,
+    (re)build it when never built, when that is more than its length or the log holds, or when
+    it ran short. Returns (shape → its row in the rollouts' scratch, or -1; rows)."""
+    seen, lists, lengths, bound, built, changes, as_of, logged = listing
     version = st[3]
     top = lists.shape[1]
+    ring = changes.shape[0]
     index = np.full(tb[0].shape[0], -1, dtype=np.int64)
     index[first_t] = 0
     count = 1
@@ -196,30 +212,33 @@ def prepare_lists(first_t, futures, st, mt, tb, listing):
             if index[t] < 0:
                 index[t] = count
                 count += 1
-    changed = np.empty(version.shape[0], dtype=np.int64)
-    n_changed = 0
     for n in range(version.shape[0]):
         if seen[n] != version[n]:
-            changed[n_changed] = n
-            n_changed += 1
+            changes[logged[0] % ring] = n
+            logged[0] += 1
             seen[n] = version[n]
+    now = logged[0]
     for t in range(index.shape[0]):
         if index[t] < 0:
-            if n_changed:
-                built[t] = False  # its nodes' changes are not tracked
             continue
-        if built[t] and n_changed <= top:
-            for c in range(n_changed):
-                _patch(t, changed[c], st, mt, tb, listing)
+        pending = now - as_of[t]
+        as_of[t] = now
+        if built[t] and pending <= min(top, ring):
+            for c in range(now - pending, now):
+                _patch(t, changes[c % ring], st, mt, tb, listing)
             if lengths[t] * 4 >= top or bound[t] < 0:
                 continue
         _build(t, st, mt, tb, listing)
     return index, count
 
 
-def new_memo(gpu_width: int, slots: int = 1 << 13) -> tuple[np.ndarray, np.ndarray]:
+def new_memo(gpu_width: int, slots: int = 1 << 13) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A memo for `rollouts` on fleets of `gpu_width` GPUs per node, kept between calls:
-    (rows, [entries written]). `slots`: a power of two, at least the probe window."""
+    (rows, tags, [entries written]). `slots`: a power of two, at least the probe window."""
     if slots < _WINDOW or slots & (slots - 1):
         raise ValueError(f"memo slots must be a power of two, at least {_WINDOW}")
-    return np.zeros((slots, _GPUS + gpu_width + 2)), np.zeros(1, dtype=np.int64)
+    return (
+        np.zeros((slots, _GPUS + gpu_width + 2)),
+        np.zeros(slots, dtype=np.int64),
+        np.zeros(1, dtype=np.int64),
+    )

@@ -42,7 +42,6 @@ def rollouts(first_t, candidates, futures, st, mt, tb, listing, memo):
     index, n_lists = prepare_lists(first_t, futures, st, mt, tb, listing)
     steps = futures.shape[1] + 1
     width = st[0].shape[1]
-    rows, inserts = memo
     n_types = mt[0].shape[1]
     scratch = (
         np.empty(steps, dtype=np.int64),  # touched nodes, in order of first touch
@@ -78,27 +77,27 @@ def rollouts(first_t, candidates, futures, st, mt, tb, listing, memo):
     volumes = np.zeros(candidates.shape[0], dtype=np.int64)
     frags = np.zeros(candidates.shape[0])
     _run(
-        first_t, candidates, futures, st, mt, tb, index, listing, rows, inserts, scratch, trail,
+        first_t, candidates, futures, st, mt, tb, index, listing, memo, scratch, trail,
         volumes, frags,
     )  # fmt: skip
     return volumes, frags
 
 
 @plain(inline=True)
-def _key(n, t, j, st, mt, tb, memo, inserts, scratch):
+def _key(n, t, j, st, mt, tb, memo, scratch):
     """Node n's (score, share's GPU) for shape t (listed column j) in the rollout's state."""
     if st[3][n] < ROLLOUT_VERSIONS:
         return tb[0][t, n], tb[1][t, n]
     tkey, tgpu, stamp, row = scratch[5], scratch[6], scratch[7], scratch[12]
     q = row[n]
     if stamp[q, j] != st[3][n]:
-        tkey[q, j], tgpu[q, j] = memo_score(n, t, st, mt, tb, memo, inserts)
+        tkey[q, j], tgpu[q, j] = memo_score(n, t, st, mt, tb, memo)
         stamp[q, j] = st[3][n]
     return tkey[q, j], tgpu[q, j]
 
 
 @plain(inline=True)
-def _winner(t, j, n_touched, st, mt, tb, listing, memo, inserts, scratch):
+def _winner(t, j, n_touched, st, mt, tb, listing, memo, scratch):
     """FGD's node for shape t (listed column j) in the rollout's state: (score, node, the
     share's GPU); node -1 where nothing fits."""
     version = st[3]
@@ -121,7 +120,7 @@ def _winner(t, j, n_touched, st, mt, tb, listing, memo, inserts, scratch):
                 top, arg, g = key[t, n], n, gpu[t, n]
     for q in range(n_touched):
         n = touched[q]
-        value, h = _key(n, t, j, st, mt, tb, memo, inserts, scratch)
+        value, h = _key(n, t, j, st, mt, tb, memo, scratch)
         if value > top or (value == top and value >= 0 and n < arg):
             top, arg, g = value, n, h
     return top, arg, g
@@ -182,12 +181,12 @@ def _apply(arg, t, n_touched, done, st, mt, tb, scratch):
 
 
 @plain(inline=True)
-def _change(n_touched, wsum, st, mt, memo, inserts, scratch):
+def _change(n_touched, wsum, st, mt, memo, scratch):
     """The change of Σ_n round(F_n(M)·wsum) over the touched nodes (integer-valued: exact)."""
     touched, saved = scratch[0], scratch[4]
     total = 0.0
     for q in range(n_touched):
-        total += round(memo_frag(touched[q], st, mt, memo, inserts) * wsum)
+        total += round(memo_frag(touched[q], st, mt, memo) * wsum)
         total -= round(saved[q, 1] * wsum)
     return total
 
@@ -254,7 +253,7 @@ def _rank(value, n, h, i, ranked, trail):
 
 
 @plain(inline=True)
-def _ranking(t, j, i, n_touched, st, mt, tb, listing, memo, inserts, scratch, trail):
+def _ranking(t, j, i, n_touched, st, mt, tb, listing, memo, scratch, trail):
     """The _RANKED best nodes for shape t (listed column j) in the rollout's state, as step i's
     ranking (`_winner`'s order, and whether it holds every node that fits); returns the best
     (score, node, share's GPU), node -1 where nothing fits."""
@@ -282,7 +281,7 @@ def _ranking(t, j, i, n_touched, st, mt, tb, listing, memo, inserts, scratch, tr
         ranked = -1  # the list ran out: nodes off it may fit, scoring at most the bound
     for q in range(n_touched):
         n = touched[q]
-        value, h = _key(n, t, j, st, mt, tb, memo, inserts, scratch)
+        value, h = _key(n, t, j, st, mt, tb, memo, scratch)
         if value >= 0:
             _rank(value, n, h, i, _RANKED, trail)
             if ranked >= 0:
@@ -300,7 +299,7 @@ def _ranking(t, j, i, n_touched, st, mt, tb, listing, memo, inserts, scratch, tr
 
 @plain()
 def _run(
-    first_t, candidates, futures, st, mt, tb, index, listing, memo, inserts, scratch, trail,
+    first_t, candidates, futures, st, mt, tb, index, listing, memo, scratch, trail,
     volumes, frags,
 ):  # fmt: skip
     # Rollout c is followed step by step against the base rollout (the futures without the
@@ -333,7 +332,7 @@ def _run(
         for i in range(horizon):
             t = futures[s, i]
             top, arg, g = _ranking(
-                t, index[t], i, n_touched, st, mt, tb, listing, memo, inserts, scratch, trail
+                t, index[t], i, n_touched, st, mt, tb, listing, memo, scratch, trail
             )
             if arg < 0:
                 continue
@@ -349,8 +348,8 @@ def _run(
         for q in range(n_touched):
             n = touched[q]
             in_base[n] = True
-            base_end[n] = memo_frag(n, st, mt, memo, inserts)
-        base_total = base + _change(n_touched, wsum, st, mt, memo, inserts, scratch)
+            base_end[n] = memo_frag(n, st, mt, memo)
+        base_total = base + _change(n_touched, wsum, st, mt, memo, scratch)
         _undo(n_touched, done, st, mt, tb, scratch)
 
         for c in range(candidates.shape[0]):
@@ -368,9 +367,7 @@ def _run(
                 j = index[t]
                 w = -1
                 if full:
-                    top, arg, g = _winner(
-                        t, j, n_touched, st, mt, tb, listing, memo, inserts, scratch
-                    )
+                    top, arg, g = _winner(t, j, n_touched, st, mt, tb, listing, memo, scratch)
                 else:
                     w = rank_node[i, 0] if rank_count[i] else -1
                     top, arg, g = -1.0, -1, -1
@@ -387,13 +384,11 @@ def _run(
                                 n_touched = _replay(d, done, n_touched, st, mt, tb, scratch, trail)
                                 done += 1
                         full = True
-                        top, arg, g = _winner(
-                            t, j, n_touched, st, mt, tb, listing, memo, inserts, scratch
-                        )
+                        top, arg, g = _winner(t, j, n_touched, st, mt, tb, listing, memo, scratch)
                     else:
                         for d in range(n_differ):
                             n = differ[d]
-                            value, h = _key(n, t, j, st, mt, tb, memo, inserts, scratch)
+                            value, h = _key(n, t, j, st, mt, tb, memo, scratch)
                             if value > top or (value == top and value >= 0 and n < arg):
                                 top, arg, g = value, n, h
                 if arg < 0:
@@ -419,13 +414,13 @@ def _run(
                 n_touched = _apply(arg, t, n_touched, done, st, mt, tb, scratch)
                 done += 1
             if full:
-                total = base + _change(n_touched, wsum, st, mt, memo, inserts, scratch)
+                total = base + _change(n_touched, wsum, st, mt, memo, scratch)
             else:  # the base's total, but for the nodes that differ
                 total = base_total
                 for d in range(n_differ):
                     n = differ[d]
                     before = base_end[n] if in_base[n] else saved[row[n], 1]
-                    after = memo_frag(n, st, mt, memo, inserts)
+                    after = memo_frag(n, st, mt, memo)
                     total += round(after * wsum) - round(before * wsum)
             _undo(n_touched, done, st, mt, tb, scratch)
             for d in range(n_differ):
