@@ -105,13 +105,16 @@ def test_default_policy_beats_fgd_on_the_default_trace() -> None:
 
 
 @pytest.mark.parametrize("seed", [3, 4])
-@pytest.mark.parametrize(("top", "log"), [(1, 4096), (24, 3), (128, 4096)])
+@pytest.mark.parametrize(("top", "log"), [(1, 4096), (8, 4096), (24, 3), (128, 4096)])
 def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int, log: int) -> None:
     """`lookahead_kernels.rollouts` (listed best nodes, memo by node state) returns exactly the
     sums of `FgdTable.rollout`, decision after decision with one memo and one set of lists
-    patched in between, and changes nothing. top=1 makes the listed nodes run out, so the
-    full-scan path and the rebuilds run too; a log of 3 changes makes lists unused for a while
-    rebuild once their changes leave it."""
+    patched in between, and changes nothing; every list read is in order and no node off it
+    scores above its bound. top=1 makes the listed nodes run out, so the full-scan path and the
+    rebuilds run too; top=8 fills the 40 nodes' lists, so patches drop nodes off them; a log of
+    3 changes makes lists unused for a while rebuild once their changes leave it. The reference
+    rollouts run first and rescore changed nodes in the table, as FGD's own decisions do
+    between lookahead calls."""
     rng = np.random.default_rng(seed)
     requests = [random_request(rng, i) for i in range(400)]
     workload = TypicalWorkload.from_requests(requests)
@@ -137,6 +140,8 @@ def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int, log
             st, mt, tb = table._st, table._mt, table._tb
             if not listing or listing[1].shape[0] != tb[0].shape[0]:
                 listing = cache.new_listing(len(state), tb[0].shape[0], top, log)
+            index, _ = cache.prepare_lists(t, futures, st, mt, tb, listing)
+            assert_lists_hold(index, listing, st, tb)
             volumes, frags = kern.rollouts(t, np.array(best), futures, st, mt, tb, listing, memo)
             assert_unchanged(state, before)
             assert volumes.tolist() == expected_volume
@@ -146,6 +151,22 @@ def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int, log
         if decision is not None:
             state.assume(decision)
     assert compared > 50
+
+
+def assert_lists_hold(
+    index: np.ndarray, listing: tuple[np.ndarray, ...], st: tuple[np.ndarray, ...],
+    tb: tuple[np.ndarray, ...],
+) -> None:  # fmt: skip
+    """The lists of the shapes just prepared: scored on every node's state now, best first, and
+    every node off a list scores at most its bound."""
+    key, stamp = tb[0], tb[2]
+    lists, lengths, bound = listing[1:4]
+    for t in np.flatnonzero(index >= 0):
+        assert (stamp[t] == st[3]).all()
+        listed = lists[t, : lengths[t]]
+        assert (np.diff(key[t, listed]) < 0).all(), f"shape {t}'s list is out of order"
+        off = np.setdiff1d(np.arange(key.shape[1]), listed)
+        assert (key[t, off] <= bound[t]).all(), f"a node off shape {t}'s list scores above it"
 
 
 def reference_distinct_best(state: FleetState, column: np.ndarray, k: int) -> list[int]:

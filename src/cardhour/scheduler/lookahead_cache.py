@@ -172,22 +172,30 @@ def _build(t, st, mt, tb, listing):
     built[t] = True
 
 
-@nb.njit(cache=True)
-def _patch(t, n, st, mt, tb, listing):
-    """Node n changed: score it for shape t and move it in (or out of) shape t's list."""
-    key, gpu, stamp = tb[0], tb[1], tb[2]
-    version = st[3]
-    lists, lengths, bound = listing[1:4]
-    if stamp[t, n] != version[n]:
-        key[t, n], gpu[t, n] = score_node(n, t, st, mt, tb)
-        stamp[t, n] = version[n]
+@plain(inline=True)
+def _unlist(t, n, listing):
+    """Take node n off shape t's list if it is there."""
+    lists, lengths = listing[1], listing[2]
     size = lengths[t]
     for q in range(size):
         if lists[t, q] == n:
             for r in range(q, size - 1):
                 lists[t, r] = lists[t, r + 1]
             lengths[t] = size - 1
-            break
+            return
+
+
+@nb.njit(cache=True)
+def _patch(t, n, st, mt, tb, listing):
+    """Node n changed: score it for shape t and put it back into shape t's list in order, or
+    off it. The list's other nodes must hold their listed scores (they are in order)."""
+    key, gpu, stamp = tb[0], tb[1], tb[2]
+    version = st[3]
+    lists, lengths, bound = listing[1:4]
+    if stamp[t, n] != version[n]:
+        key[t, n], gpu[t, n] = score_node(n, t, st, mt, tb)
+        stamp[t, n] = version[n]
+    _unlist(t, n, listing)
     value = key[t, n]
     if value >= 0 and value > bound[t]:
         _insert(t, n, value, key, lists, lengths, bound)
@@ -197,8 +205,8 @@ def _patch(t, n, st, mt, tb, listing):
 def prepare_lists(first_t, futures, st, mt, tb, listing):
     """Bring the lists of every shape the rollouts read up to date: log the nodes that changed
     since the last call, patch a list for those logged since it was last brought up to date,
-    (re)build it when never built, when that is more than its length or the log holds, or when
-    it ran short. Returns (shape → its row in the rollouts' scratch, or -1; rows)."""
+    (re)build it when never built, when more changes were logged than the list holds or the log
+    keeps, or when it ran short. Returns (shape → its row in the rollouts' scratch, or -1; rows)."""
     seen, lists, lengths, bound, built, changes, as_of, logged = listing
     version = st[3]
     top = lists.shape[1]
@@ -224,6 +232,10 @@ def prepare_lists(first_t, futures, st, mt, tb, listing):
         pending = now - as_of[t]
         as_of[t] = now
         if built[t] and pending <= min(top, ring):
+            # all of them off first: a changed node may already hold its new score (FGD's own
+            # decisions rescore the table), and a list is kept in order by its nodes' scores
+            for c in range(now - pending, now):
+                _unlist(t, changes[c % ring], listing)
             for c in range(now - pending, now):
                 _patch(t, changes[c % ring], st, mt, tb, listing)
             if lengths[t] * 4 >= top or bound[t] < 0:
