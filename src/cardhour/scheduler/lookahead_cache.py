@@ -172,30 +172,16 @@ def _build(t, st, mt, tb, listing):
     built[t] = True
 
 
-@plain(inline=True)
-def _unlist(t, n, listing):
-    """Take node n off shape t's list if it is there."""
-    lists, lengths = listing[1], listing[2]
-    size = lengths[t]
-    for q in range(size):
-        if lists[t, q] == n:
-            for r in range(q, size - 1):
-                lists[t, r] = lists[t, r + 1]
-            lengths[t] = size - 1
-            return
-
-
 @nb.njit(cache=True)
-def _patch(t, n, st, mt, tb, listing):
-    """Node n changed: score it for shape t and put it back into shape t's list in order, or
-    off it. The list's other nodes must hold their listed scores (they are in order)."""
+def _relist(t, n, st, mt, tb, listing):
+    """Node n changed and is off shape t's list: score it for shape t and put it into the list
+    in order if it scores above the bound."""
     key, gpu, stamp = tb[0], tb[1], tb[2]
     version = st[3]
     lists, lengths, bound = listing[1:4]
     if stamp[t, n] != version[n]:
         key[t, n], gpu[t, n] = score_node(n, t, st, mt, tb)
         stamp[t, n] = version[n]
-    _unlist(t, n, listing)
     value = key[t, n]
     if value >= 0 and value > bound[t]:
         _insert(t, n, value, key, lists, lengths, bound)
@@ -226,18 +212,29 @@ def prepare_lists(first_t, futures, st, mt, tb, listing):
             logged[0] += 1
             seen[n] = version[n]
     now = logged[0]
+    mark = np.full(version.shape[0], -1, dtype=np.int64)  # per node: the list it is taken off
     for t in range(index.shape[0]):
         if index[t] < 0:
             continue
         pending = now - as_of[t]
         as_of[t] = now
         if built[t] and pending <= min(top, ring):
-            # all of them off first: a changed node may already hold its new score (FGD's own
-            # decisions rescore the table), and a list is kept in order by its nodes' scores
+            # every changed node off the list first, then back in: one may already hold its new
+            # score (FGD's own decisions rescore the table), and the list is ordered by scores
             for c in range(now - pending, now):
-                _unlist(t, changes[c % ring], listing)
+                mark[changes[c % ring]] = t
+            size = 0
+            for q in range(lengths[t]):
+                n = lists[t, q]
+                if mark[n] != t:
+                    lists[t, size] = n
+                    size += 1
+            lengths[t] = size
             for c in range(now - pending, now):
-                _patch(t, changes[c % ring], st, mt, tb, listing)
+                n = changes[c % ring]
+                if mark[n] == t:  # once per node
+                    mark[n] = -1
+                    _relist(t, n, st, mt, tb, listing)
             if lengths[t] * 4 >= top or bound[t] < 0:
                 continue
         _build(t, st, mt, tb, listing)
