@@ -157,14 +157,15 @@ def assert_lists_hold(
     index: np.ndarray, listing: tuple[np.ndarray, ...], st: tuple[np.ndarray, ...],
     tb: tuple[np.ndarray, ...],
 ) -> None:  # fmt: skip
-    """The lists of the shapes just prepared: scored on every node's state now, best first, and
-    every node off a list scores at most its bound."""
+    """The lists of the shapes just prepared: scored on every node's state now, best first, every
+    listed node fits and scores above the bound, and every node off a list at most its bound."""
     key, stamp = tb[0], tb[2]
     lists, lengths, bound = listing[1:4]
     for t in np.flatnonzero(index >= 0):
         assert (stamp[t] == st[3]).all()
         listed = lists[t, : lengths[t]]
         assert (np.diff(key[t, listed]) < 0).all(), f"shape {t}'s list is out of order"
+        assert (key[t, listed] > max(bound[t], -0.5)).all(), f"shape {t} lists a node below it"
         off = np.setdiff1d(np.arange(key.shape[1]), listed)
         assert (key[t, off] <= bound[t]).all(), f"a node off shape {t}'s list scores above it"
 
