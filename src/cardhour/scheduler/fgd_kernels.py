@@ -24,6 +24,10 @@ from typing import Any
 import numba as nb
 import numpy as np
 
+from cardhour.scheduler import kernel_cache
+
+kernel_cache.install()  # before the first kernel: caches stamped by every kernel module
+
 MILLI = 1000
 
 

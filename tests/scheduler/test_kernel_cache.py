@@ -1,0 +1,83 @@
+"""The kernels' on-disk cache is invalidated by a change to any kernel module (kernel_cache.py):
+numba alone would keep a caller compiled with an old copy of a callee from another module."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from numba.core import caching, registry
+
+from cardhour.scheduler import (
+    fgd_kernels,
+    kernel_cache,
+    lookahead_cache,
+    lookahead_candidates,
+    lookahead_kernels,
+)
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def test_stamp_covers_every_module_that_imports_numba_and_nothing_else(tmp_path: Path) -> None:
+    _write(tmp_path / "callee.py", "import numba\n\nX = 1\n")
+    _write(tmp_path / "caller.py", "from numba import njit\n\nY = 1\n")
+    _write(tmp_path / "plain.py", "Z = 1\n")
+    before = kernel_cache.source_stamp(tmp_path)
+
+    _write(tmp_path / "plain.py", "Z = 2\n")
+    assert kernel_cache.source_stamp(tmp_path) == before
+    _write(tmp_path / "callee.py", "import numba\n\nX = 2\n")
+    changed = kernel_cache.source_stamp(tmp_path)
+    assert changed != before
+    _write(tmp_path / "caller.py", "from numba import njit\n\nY = 2\n")
+    assert kernel_cache.source_stamp(tmp_path) not in (before, changed)
+
+
+def _kernels() -> list[registry.CPUDispatcher]:
+    modules = (fgd_kernels, lookahead_cache, lookahead_kernels, lookahead_candidates)
+    found = [
+        value
+        for module in modules
+        for value in vars(module).values()
+        if isinstance(value, registry.CPUDispatcher) and value.py_func.__module__ == module.__name__
+    ]
+    assert len(found) >= 10
+    return found
+
+
+def test_every_kernel_of_the_package_is_stamped_with_all_kernel_sources() -> None:
+    stamp = kernel_cache.source_stamp()
+    for kernel in _kernels():
+        locator = kernel._cache._impl._locator
+        assert isinstance(locator, kernel_cache.LOCATORS), kernel.py_func.__qualname__
+        assert locator.get_source_stamp() == stamp
+
+
+def test_functions_outside_the_package_keep_numbas_own_locator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "elsewhere.py"
+    _write(path, "import numba\n\n@numba.njit(cache=True)\ndef inc(x):\n    return x + 1\n")
+    spec = importlib.util.spec_from_file_location("elsewhere", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "elsewhere", module)
+    spec.loader.exec_module(module)
+
+    locator = module.inc._cache._impl._locator
+    assert not isinstance(locator, kernel_cache.LOCATORS)
+    assert module.inc(1) == 2
+
+
+def test_install_is_idempotent() -> None:
+    kernel_cache.install()
+    kernel_cache.install()
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+    classes = impl._locator_classes
+    assert classes[: len(kernel_cache.LOCATORS)] == list(kernel_cache.LOCATORS)
+    assert sum(c in kernel_cache.LOCATORS for c in classes) == len(kernel_cache.LOCATORS)
