@@ -4,6 +4,7 @@ numba alone would keep a caller compiled with an old copy of a callee from anoth
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -81,3 +82,47 @@ def test_install_is_idempotent() -> None:
     classes = impl._locator_classes
     assert classes[: len(kernel_cache.LOCATORS)] == list(kernel_cache.LOCATORS)
     assert sum(c in kernel_cache.LOCATORS for c in classes) == len(kernel_cache.LOCATORS)
+
+
+_CALLER = """
+import sys
+from pathlib import Path
+if sys.argv[1] == "ours":
+    from cardhour.scheduler import kernel_cache
+    kernel_cache.PACKAGE = Path.cwd().resolve()
+    kernel_cache.install()
+import caller
+print(caller.g())
+"""
+
+
+def _run_caller(directory: Path, locators: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", _CALLER, locators],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(directory)},
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize(("locators", "after_edit"), [("numba", "1"), ("ours", "2")])
+def test_an_edit_to_a_callees_module_recompiles_its_callers(
+    tmp_path: Path, locators: str, after_edit: str
+) -> None:
+    """numba alone keeps the caller's cached copy of the old callee (the control: "1"); with
+    the package's locators the caller is compiled again."""
+    _write(
+        tmp_path / "callee.py", "import numba\n\n@numba.njit(cache=True)\ndef f():\n    return 1\n"
+    )
+    _write(
+        tmp_path / "caller.py",
+        "import numba\nfrom callee import f\n\n@numba.njit(cache=True)\ndef g():\n    return f()\n",
+    )
+    assert _run_caller(tmp_path, locators) == "1"
+    _write(
+        tmp_path / "callee.py", "import numba\n\n@numba.njit(cache=True)\ndef f():\n    return 2\n"
+    )
+    assert _run_caller(tmp_path, locators) == after_edit

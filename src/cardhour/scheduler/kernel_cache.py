@@ -36,8 +36,8 @@ def source_stamp(package: Path = PACKAGE) -> bytes:
 
 
 @cache
-def _package_stamp() -> bytes:
-    return source_stamp()
+def _stamp_of(package: Path) -> bytes:
+    return source_stamp(package)
 
 
 class _PackageStamped:
@@ -51,7 +51,7 @@ class _PackageStamped:
         return super().from_function(py_func, py_file)  # type: ignore[misc]
 
     def get_source_stamp(self) -> bytes:
-        return _package_stamp()
+        return _stamp_of(PACKAGE)
 
 
 class PackageUserProvidedLocator(_PackageStamped, UserProvidedCacheLocator):
