@@ -6,8 +6,9 @@ of its best nodes in order, and a memo of node scores and F_n(M) by node state.
   and rebuilt when too many were or it runs short (`prepare_lists`). Every node off a built list
   scores at most the list's bound, so FGD's choice among the nodes no rollout touched is the
   first untouched one listed.
-- A touched node's score and its F_n(M) are memoised by (node, shape, the node's free CPU,
-  memory, flags and per-GPU milli; `new_memo`, `memo_score`, `memo_frag`): the rollouts of one
+- A touched node's score and a node's F_n(M) are memoised by (node, shape, the node's free CPU,
+  memory, flags and per-GPU milli; `new_memo`, `memo_score`, `memo_frag`, which take the
+  state's `state_hash` from the caller, who computes it once per state): the rollouts of one
   decision share their futures, so they put the same nodes into the same states again and again.
 
 The arrays are `FgdTable`'s bundles (fgd_kernels.py's docstring).
@@ -36,19 +37,28 @@ _WINDOW = 8
 
 
 @plain(inline=True)
-def _slot(n, t, st, memo):
-    """The memo slot of (node n, shape t, n's state now): (the one holding it, True) or (the one
-    a new entry goes to, False), and the state's tag."""
+def state_hash(n, st):
+    """A 64-bit hash of node n and its state now (free CPU, memory, flags, per-GPU milli)."""
+    gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
+    flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])  # schedulable, exclusive
+    h = np.int64(n) * _MIX
+    h = (h ^ cpu_free[n]) * _MIX
+    h = (h ^ mem_free[n]) * _MIX
+    h = (h ^ flags) * _MIX
+    for g in range(gpu_free.shape[1]):
+        h = (h ^ gpu_free[n, g]) * _MIX
+    return h
+
+
+@plain(inline=True)
+def _slot(n, t, hs, st, memo):
+    """The memo slot of (node n, shape t, n's state now, whose `state_hash` is hs): (the one
+    holding it, True) or (the one a new entry goes to, False), and the state's tag."""
     gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
     rows, tags, inserts = memo
     width = gpu_free.shape[1]
     flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])  # schedulable, exclusive
-    h = (np.int64(n) * _MIX) ^ np.int64(t)
-    h = (h ^ cpu_free[n]) * _MIX
-    h = (h ^ mem_free[n]) * _MIX
-    h = (h ^ flags) * _MIX
-    for g in range(width):
-        h = (h ^ gpu_free[n, g]) * _MIX
+    h = (hs ^ np.int64(t)) * _MIX
     tag = h | 1
     mask = rows.shape[0] - 1
     first = (h >> 32) & mask
@@ -92,9 +102,9 @@ def _remember(i, tag, n, t, st, memo, value, gpu):
 
 
 @plain(inline=True)
-def memo_score(n, t, st, mt, tb, memo):
-    """`score_node(n, t)`, memoised by n's state."""
-    i, hit, tag = _slot(n, t, st, memo)
+def memo_score(n, t, hs, st, mt, tb, memo):
+    """`score_node(n, t)`, memoised by n's state (hs: its `state_hash`)."""
+    i, hit, tag = _slot(n, t, hs, st, memo)
     width = st[0].shape[1]
     if hit:
         return memo[0][i, _GPUS + width], np.int64(memo[0][i, _GPUS + width + 1])
@@ -104,9 +114,9 @@ def memo_score(n, t, st, mt, tb, memo):
 
 
 @plain(inline=True)
-def memo_frag(n, st, mt, memo):
-    """F_n(M) of node n as it is now, memoised by its state."""
-    i, hit, tag = _slot(n, _FRAG, st, memo)
+def memo_frag(n, hs, st, mt, memo):
+    """F_n(M) of node n as it is now, memoised by its state (hs: its `state_hash`)."""
+    i, hit, tag = _slot(n, _FRAG, hs, st, memo)
     if hit:
         return memo[0][i, _GPUS + st[0].shape[1]]
     if mt[4][n] != st[3][n]:

@@ -13,8 +13,10 @@ call.
 - A node no rollout has touched keeps its score, so FGD's choice among the untouched nodes is
   the first untouched one on the shape's list of best nodes (lookahead_cache.py; a full scan
   only when the list runs out); the touched nodes, at most one per pod placed, are scored one
-  by one, memoised by node state (lookahead_cache.py): the rollouts of one decision share their
-  futures, so they put the same nodes into the same states again and again.
+  by one. The rollouts of one decision share their futures, so they put the same nodes into
+  the same states again and again: each state a call reaches gets an id once (`_intern`, when
+  a placement makes it), its scores and F_n(M) are kept per id for the call, and each is looked
+  up in the memo kept between calls (lookahead_cache.py) or computed on first need only.
 
 The arrays are `FgdTable`'s bundles (fgd_kernels.py's docstring). Scores of nodes that changed
 are written as `best_node` would; rollouts change nothing else that outlives the call.
@@ -26,7 +28,7 @@ import numba as nb
 import numpy as np
 
 from cardhour.scheduler.fgd_kernels import MILLI, ROLLOUT_VERSIONS, plain, refresh_node
-from cardhour.scheduler.lookahead_cache import memo_frag, memo_score, prepare_lists
+from cardhour.scheduler.lookahead_cache import memo_frag, memo_score, prepare_lists, state_hash
 
 _RANKED = 4  # the base rollout's best nodes kept per step
 
@@ -42,6 +44,13 @@ def rollouts(first_t, candidates, futures, st, mt, tb, listing, memo):
     index, n_lists = prepare_lists(first_t, futures, st, mt, tb, listing)
     steps = futures.shape[1] + 1
     width = st[0].shape[1]
+    # states a call can reach: a placement makes at most one, and a rollout binds at most one
+    # placement per step (the base: its futures; a candidate's: the container, then each
+    # future at most once, bound or replayed)
+    cap = futures.shape[0] * (futures.shape[1] + candidates.shape[0] * steps)
+    table = 1
+    while table < 2 * cap:
+        table *= 2
     n_types = mt[0].shape[1]
     scratch = (
         np.empty(steps, dtype=np.int64),  # touched nodes, in order of first touch
@@ -49,14 +58,24 @@ def rollouts(first_t, candidates, futures, st, mt, tb, listing, memo):
         np.empty((steps, n_types)),  # their meter rows before: fit
         np.empty((steps, n_types)),  # small
         np.empty((steps, 3)),  # idle, frag, seen
-        np.empty((steps, n_lists)),  # their scores per listed column
-        np.empty((steps, n_lists), dtype=np.int64),  # the share's GPU for those
-        np.empty((steps, n_lists), dtype=np.int64),  # the version each was scored at
-        np.empty(steps, dtype=np.int64),  # placements: node
+        np.empty(steps, dtype=np.int64),  # 5 placements: node
         np.empty(steps, dtype=np.int64),  # shape
         np.empty((steps, width), dtype=np.int64),  # GPUs
         np.empty(steps, dtype=np.int64),  # number of GPUs
         np.empty(st[0].shape[0], dtype=np.int64),  # per node: its row above once touched
+        # 10 the node states this call reached, each once (_intern): per touched node its
+        # state's id; a hash table of ids by state (tags: state hash | 1, 0 = empty; ids)
+        np.empty(st[0].shape[0], dtype=np.int64),
+        np.zeros(table, dtype=np.int64),
+        np.empty(table, dtype=np.int64),
+        np.empty((cap, 4 + width), dtype=np.int64),  # 13 per id: node, CPU, memory, flags, GPUs
+        np.empty(cap, dtype=np.int64),  # its state_hash
+        np.empty((cap, n_lists)),  # 15 per id and listed column: score
+        np.empty((cap, n_lists), dtype=np.int64),  # the share's GPU
+        np.zeros((cap, n_lists), dtype=np.bool_),  # whether known
+        np.empty(cap),  # 18 per id: F_n(M)
+        np.zeros(cap, dtype=np.bool_),  # whether known
+        np.zeros(1, dtype=np.int64),  # 20 ids given
     )
     trail = (
         np.empty((steps, _RANKED)),  # the base rollout, per future: FGD's best nodes' scores
@@ -88,12 +107,69 @@ def _key(n, t, j, st, mt, tb, memo, scratch):
     """Node n's (score, share's GPU) for shape t (listed column j) in the rollout's state."""
     if st[3][n] < ROLLOUT_VERSIONS:
         return tb[0][t, n], tb[1][t, n]
-    tkey, tgpu, stamp, row = scratch[5], scratch[6], scratch[7], scratch[12]
-    q = row[n]
-    if stamp[q, j] != st[3][n]:
-        tkey[q, j], tgpu[q, j] = memo_score(n, t, st, mt, tb, memo)
-        stamp[q, j] = st[3][n]
-    return tkey[q, j], tgpu[q, j]
+    i = scratch[10][n]
+    score, gpu, known = scratch[15], scratch[16], scratch[17]
+    if not known[i, j]:
+        score[i, j], gpu[i, j] = memo_score(n, t, scratch[14][i], st, mt, tb, memo)
+        known[i, j] = True
+    return score[i, j], gpu[i, j]
+
+
+@plain(inline=True)
+def _frag(n, st, mt, memo, scratch):
+    """F_n(M) of node n in the rollout's state."""
+    if st[3][n] < ROLLOUT_VERSIONS:  # untouched: its id, if any, is from an earlier rollout
+        return memo_frag(n, state_hash(n, st), st, mt, memo)
+    i = scratch[10][n]
+    frag, known = scratch[18], scratch[19]
+    if not known[i]:
+        frag[i] = memo_frag(n, scratch[14][i], st, mt, memo)
+        known[i] = True
+    return frag[i]
+
+
+@plain(inline=True)
+def _intern(n, st, scratch):
+    """The id of node n's state now among the states this call reached (a new one on first
+    sight): scores and F_n(M) are kept per id, so a state reached again, in another candidate's
+    rollout or after a replay, is looked up once, not once per read."""
+    gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
+    tags, ids, states, hashes, given = (
+        scratch[11],
+        scratch[12],
+        scratch[13],
+        scratch[14],
+        scratch[20],
+    )
+    width = gpu_free.shape[1]
+    flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])
+    hs = state_hash(n, st)
+    tag = hs | 1
+    mask = tags.shape[0] - 1
+    k = (hs >> 29) & mask
+    while tags[k] != 0:
+        if tags[k] == tag:
+            i = ids[k]
+            row = states[i]
+            if row[0] == n and row[1] == cpu_free[n] and row[2] == mem_free[n] and row[3] == flags:
+                same = True
+                for g in range(width):
+                    if row[4 + g] != gpu_free[n, g]:
+                        same = False
+                        break
+                if same:
+                    return i
+        k = (k + 1) & mask
+    i = given[0]
+    given[0] += 1
+    tags[k] = tag
+    ids[k] = i
+    row = states[i]
+    row[0], row[1], row[2], row[3] = n, cpu_free[n], mem_free[n], flags
+    for g in range(width):
+        row[4 + g] = gpu_free[n, g]
+    hashes[i] = hs
+    return i
 
 
 @plain(inline=True)
@@ -131,7 +207,7 @@ def _gpus_into(arg, t, g, done, st, tb, scratch):
     """Which GPUs of node arg shape t takes (g: a share's GPU), written as placement `done`."""
     gpu_free = st[0]
     shapes = tb[4]
-    taken, counts = scratch[10], scratch[11]
+    taken, counts = scratch[7], scratch[8]
     k, milli = shapes[t, 2], shapes[t, 3]
     if k == 1 and milli < MILLI:
         taken[done, 0] = g
@@ -155,7 +231,7 @@ def _apply(arg, t, n_touched, done, st, mt, tb, scratch):
     fit, small, idle, frag, seen = mt[0], mt[1], mt[2], mt[3], mt[4]
     shapes, counter = tb[4], tb[6]
     touched, first_version, saved_fit, saved_small, saved = scratch[:5]
-    stamp, nodes, kinds, taken, counts, row = scratch[7:]
+    nodes, kinds, taken, counts, row = scratch[5:10]
     if version[arg] < ROLLOUT_VERSIONS:  # first touch: keep what to put back
         touched[n_touched] = arg
         row[arg] = n_touched
@@ -166,8 +242,6 @@ def _apply(arg, t, n_touched, done, st, mt, tb, scratch):
         saved[n_touched, 0] = idle[arg]
         saved[n_touched, 1] = frag[arg]
         saved[n_touched, 2] = seen[arg]
-        for m in range(stamp.shape[1]):
-            stamp[n_touched, m] = -1
         n_touched += 1
     cpu_free[arg] -= shapes[t, 0]
     mem_free[arg] -= shapes[t, 1]
@@ -177,6 +251,7 @@ def _apply(arg, t, n_touched, done, st, mt, tb, scratch):
     kinds[done] = t
     counter[0] += 1
     version[arg] = counter[0]
+    scratch[10][arg] = _intern(arg, st, scratch)
     return n_touched
 
 
@@ -186,7 +261,7 @@ def _change(n_touched, wsum, st, mt, memo, scratch):
     touched, saved = scratch[0], scratch[4]
     total = 0.0
     for q in range(n_touched):
-        total += round(memo_frag(touched[q], st, mt, memo) * wsum)
+        total += round(_frag(touched[q], st, mt, memo, scratch) * wsum)
         total -= round(saved[q, 1] * wsum)
     return total
 
@@ -198,7 +273,7 @@ def _undo(n_touched, done, st, mt, tb, scratch):
     fit, small, idle, frag, seen = mt[0], mt[1], mt[2], mt[3], mt[4]
     shapes = tb[4]
     touched, first_version, saved_fit, saved_small, saved = scratch[:5]
-    nodes, kinds, taken, counts = scratch[8:12]
+    nodes, kinds, taken, counts = scratch[5:9]
     for d in range(done - 1, -1, -1):
         n, t = nodes[d], kinds[d]
         cpu_free[n] += shapes[t, 0]
@@ -221,7 +296,7 @@ def _replay(d, done, n_touched, st, mt, tb, scratch, trail):
     """Bind the base rollout's placement d again as placement `done`; returns the number of
     touched nodes."""
     log_node, log_kind, log_taken, log_count = trail[8:12]
-    taken, counts = scratch[10], scratch[11]
+    taken, counts = scratch[7], scratch[8]
     counts[done] = log_count[d]
     for h in range(log_count[d]):
         taken[done, h] = log_taken[d, h]
@@ -314,7 +389,7 @@ def _run(
     wsum = mt[10][0]
     gpu, shapes = tb[1], tb[4]
     touched, saved = scratch[0], scratch[4]
-    nodes, kinds, taken, counts, row = scratch[8:]
+    nodes, kinds, taken, counts, row = scratch[5:10]
     rank_key, rank_node, rank_gpu, rank_count, rank_all, differ, differs = trail[:7]
     log_step, log_node, log_kind, log_taken, log_count, base_end, in_base = trail[7:]
     n_nodes = version.shape[0]
@@ -348,7 +423,7 @@ def _run(
         for q in range(n_touched):
             n = touched[q]
             in_base[n] = True
-            base_end[n] = memo_frag(n, st, mt, memo)
+            base_end[n] = _frag(n, st, mt, memo, scratch)
         base_total = base + _change(n_touched, wsum, st, mt, memo, scratch)
         _undo(n_touched, done, st, mt, tb, scratch)
 
@@ -420,7 +495,7 @@ def _run(
                 for d in range(n_differ):
                     n = differ[d]
                     before = base_end[n] if in_base[n] else saved[row[n], 1]
-                    after = memo_frag(n, st, mt, memo)
+                    after = _frag(n, st, mt, memo, scratch)
                     total += round(after * wsum) - round(before * wsum)
             _undo(n_touched, done, st, mt, tb, scratch)
             for d in range(n_differ):
