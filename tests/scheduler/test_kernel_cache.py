@@ -103,7 +103,9 @@ def _run_caller(directory: Path, locators: str) -> str:
         capture_output=True,
         text=True,
         check=True,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(directory)},
+        # no .pyc: an edit within the second of the first write, same size, would load the
+        # old bytecode of the callee, and the test would see "1" whatever the locators do
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(directory), "PYTHONDONTWRITEBYTECODE": "1"},
     )
     return done.stdout.strip()
 

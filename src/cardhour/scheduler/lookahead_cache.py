@@ -32,19 +32,45 @@ _FRAG = -1  # the memo's shape for a node's F_n(M)
 # empty slot) and a row only where the tag matches; when they are all taken, a new one
 # overwrites one of them in turn (an entry stays true forever, so the memo is a cache, never
 # cleared).
-_NODE, _SHAPE, _CPU, _MEM, _FLAGS, _GPUS = 0, 1, 2, 3, 4, 5
+_NODE, _SHAPE, _CPU, _GPUS = 0, 1, 2, 5  # _CPU: where `write_state` writes
 _WINDOW = 8
+
+
+@plain(inline=True)
+def _flags(n, st):
+    """Node n's flags as one integer: 2 · schedulable + exclusive."""
+    return 2 * np.int64(st[4][n]) + np.int64(st[5][n])
+
+
+@plain(inline=True)
+def holds_state(row, at, n, st):
+    """Whether row[at:] holds node n's state now: free CPU, memory, flags, per-GPU milli."""
+    gpu_free = st[0]
+    if row[at] != st[1][n] or row[at + 1] != st[2][n] or row[at + 2] != _flags(n, st):
+        return False
+    for g in range(gpu_free.shape[1]):  # noqa: SIM110 (no generators in compiled code)
+        if row[at + 3 + g] != gpu_free[n, g]:
+            return False
+    return True
+
+
+@plain(inline=True)
+def write_state(row, at, n, st):
+    """Write node n's state now into row[at:], as `holds_state` reads it."""
+    gpu_free = st[0]
+    row[at], row[at + 1], row[at + 2] = st[1][n], st[2][n], _flags(n, st)
+    for g in range(gpu_free.shape[1]):
+        row[at + 3 + g] = gpu_free[n, g]
 
 
 @plain(inline=True)
 def state_hash(n, st):
     """A 64-bit hash of node n and its state now (free CPU, memory, flags, per-GPU milli)."""
     gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
-    flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])  # schedulable, exclusive
     h = np.int64(n) * _MIX
     h = (h ^ cpu_free[n]) * _MIX
     h = (h ^ mem_free[n]) * _MIX
-    h = (h ^ flags) * _MIX
+    h = (h ^ _flags(n, st)) * _MIX
     for g in range(gpu_free.shape[1]):
         h = (h ^ gpu_free[n, g]) * _MIX
     return h
@@ -54,10 +80,7 @@ def state_hash(n, st):
 def _slot(n, t, hs, st, memo):
     """The memo slot of (node n, shape t, n's state now, whose `state_hash` is hs): (the one
     holding it, True) or (the one a new entry goes to, False), and the state's tag."""
-    gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
     rows, tags, inserts = memo
-    width = gpu_free.shape[1]
-    flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])  # schedulable, exclusive
     h = (hs ^ np.int64(t)) * _MIX
     tag = h | 1
     mask = rows.shape[0] - 1
@@ -69,32 +92,19 @@ def _slot(n, t, hs, st, memo):
         if tags[i] != tag:
             continue
         row = rows[i]
-        if (
-            row[_NODE] == n and row[_SHAPE] == t and row[_CPU] == cpu_free[n]
-            and row[_MEM] == mem_free[n] and row[_FLAGS] == flags
-        ):  # fmt: skip
-            same = True
-            for g in range(width):
-                if row[_GPUS + g] != gpu_free[n, g]:
-                    same = False
-                    break
-            if same:
-                return i, True, tag
+        if row[_NODE] == n and row[_SHAPE] == t and holds_state(row, _CPU, n, st):
+            return i, True, tag
     return (first + inserts[0] % _WINDOW) & mask, False, tag
 
 
 @plain(inline=True)
 def _remember(i, tag, n, t, st, memo, value, gpu):
     """Put (n, t, n's state now) → (value, gpu) in slot i."""
-    gpu_free = st[0]
     rows, tags, inserts = memo
-    width = gpu_free.shape[1]
+    width = st[0].shape[1]
     row = rows[i]
     row[_NODE], row[_SHAPE] = n, t
-    row[_CPU], row[_MEM] = st[1][n], st[2][n]
-    row[_FLAGS] = 2 * np.int64(st[4][n]) + np.int64(st[5][n])
-    for g in range(width):
-        row[_GPUS + g] = gpu_free[n, g]
+    write_state(row, _CPU, n, st)
     row[_GPUS + width] = value
     row[_GPUS + width + 1] = gpu
     tags[i] = tag

@@ -28,7 +28,14 @@ import numba as nb
 import numpy as np
 
 from cardhour.scheduler.fgd_kernels import MILLI, ROLLOUT_VERSIONS, plain, refresh_node
-from cardhour.scheduler.lookahead_cache import memo_frag, memo_score, prepare_lists, state_hash
+from cardhour.scheduler.lookahead_cache import (
+    holds_state,
+    memo_frag,
+    memo_score,
+    prepare_lists,
+    state_hash,
+    write_state,
+)
 
 _RANKED = 4  # the base rollout's best nodes kept per step
 
@@ -133,7 +140,6 @@ def _intern(n, st, scratch):
     """The id of node n's state now among the states this call reached (a new one on first
     sight): scores and F_n(M) are kept per id, so a state reached again, in another candidate's
     rollout or after a replay, is looked up once, not once per read."""
-    gpu_free, cpu_free, mem_free = st[0], st[1], st[2]
     tags, ids, states, hashes, given = (
         scratch[11],
         scratch[12],
@@ -141,8 +147,6 @@ def _intern(n, st, scratch):
         scratch[14],
         scratch[20],
     )
-    width = gpu_free.shape[1]
-    flags = 2 * np.int64(st[4][n]) + np.int64(st[5][n])
     hs = state_hash(n, st)
     tag = hs | 1
     mask = tags.shape[0] - 1
@@ -150,24 +154,15 @@ def _intern(n, st, scratch):
     while tags[k] != 0:
         if tags[k] == tag:
             i = ids[k]
-            row = states[i]
-            if row[0] == n and row[1] == cpu_free[n] and row[2] == mem_free[n] and row[3] == flags:
-                same = True
-                for g in range(width):
-                    if row[4 + g] != gpu_free[n, g]:
-                        same = False
-                        break
-                if same:
-                    return i
+            if states[i, 0] == n and holds_state(states[i], 1, n, st):
+                return i
         k = (k + 1) & mask
     i = given[0]
     given[0] += 1
     tags[k] = tag
     ids[k] = i
-    row = states[i]
-    row[0], row[1], row[2], row[3] = n, cpu_free[n], mem_free[n], flags
-    for g in range(width):
-        row[4 + g] = gpu_free[n, g]
+    states[i, 0] = n
+    write_state(states[i], 1, n, st)
     hashes[i] = hs
     return i
 
