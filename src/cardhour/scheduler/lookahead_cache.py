@@ -32,7 +32,8 @@ _FRAG = -1  # the memo's shape for a node's F_n(M)
 # empty slot) and a row only where the tag matches; when they are all taken, a new one
 # overwrites one of them in turn (an entry stays true forever, so the memo is a cache, never
 # cleared).
-_NODE, _SHAPE, _CPU, _GPUS = 0, 1, 2, 5  # _CPU: where `write_state` writes
+_NODE, _SHAPE, _CPU = 0, 1, 2  # _CPU: where `write_state` writes the state
+_GPUS = _CPU + 3  # after CPU, memory and flags
 _WINDOW = 8
 
 
@@ -195,7 +196,8 @@ def _build(t, st, mt, tb, listing):
 @nb.njit(cache=True)
 def _relist(t, n, st, mt, tb, listing):
     """Node n changed and is off shape t's list: score it for shape t and put it into the list
-    in order if it scores above the bound."""
+    in order if it scores above the bound. Every node on the list must hold its listed score
+    (`_insert` compares with them)."""
     key, gpu, stamp = tb[0], tb[1], tb[2]
     version = st[3]
     lists, lengths, bound = listing[1:4]
