@@ -41,7 +41,7 @@ from cardhour.core.money import Money, rate_usage
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow, LedgerTransferRow
 from cardhour.platform import Platform
-from cardhour.services import ledger, metering
+from cardhour.services.billing import ledger, metering
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 2.0

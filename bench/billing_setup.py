@@ -16,7 +16,7 @@ from cardhour.core.clock import ManualClock
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow, LedgerAccountRow, LedgerTransferRow, UserRow
 from cardhour.platform import Platform
-from cardhour.services import ledger
+from cardhour.services.billing import ledger
 from cardhour.settings import Settings
 
 PER_USER = 10

@@ -44,8 +44,10 @@ from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow, NodeRow
 from cardhour.platform import Platform
-from cardhour.services import accounts, instances, ledger, readiness
-from cardhour.services.instances import LaunchRequest
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import customers, ledger
+from cardhour.services.compute import instances, readiness
+from cardhour.services.compute.instances import LaunchRequest
 from cardhour.settings import Settings, default_fleet_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +86,7 @@ def one_run(url: str, tmp: Path, gate: bool) -> dict[str, Any]:
         now = platform.clock.now()
         with transaction(platform.sessions) as s:
             email = f"bench-{uuid.uuid4().hex[:6]}@example.com"
-            user = accounts.sign_up(s, email, "pw-12345678", now, platform.trial())
+            user = customers.sign_up(s, email, "pw-12345678", now, platform.trial())
             ledger.top_up(s, user.id, Money.parse("10000"), now, f"bench-{uuid.uuid4().hex}")
         platform.reconcile()  # inventory in, nothing pending
         started = time.perf_counter()

@@ -44,10 +44,13 @@ from billing_setup import fresh_database
 
 from cardhour.api.app import create_app
 from cardhour.core.money import Money
-from cardhour.db.app_models import AppCallRow
 from cardhour.db.engine import DirectStatement, transaction
+from cardhour.db.models import AppCallRow
 from cardhour.platform import Platform
-from cardhour.services import accounts, app_earnings, apps, ledger
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger
+from cardhour.services.marketplace import apps
+from cardhour.services.marketplace import earnings as app_earnings
 from cardhour.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

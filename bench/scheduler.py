@@ -48,7 +48,7 @@ from scheduler_matrix import (
 
 from cardhour.scheduler import profiles
 from cardhour.scheduler.framework import PROFILES
-from cardhour.scheduler.report import format_seeds, parse_seeds
+from cardhour.scheduler.replay.report import format_seeds, parse_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_DIR = ROOT.parent / "shared" / "traces" / "openb"

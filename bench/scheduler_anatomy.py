@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 from scheduler_variants import register_variants
 
-from cardhour.scheduler import replay
 from cardhour.scheduler.engine import Scheduler
 from cardhour.scheduler.frag import TypicalWorkload
+from cardhour.scheduler.replay import run as replay
+from cardhour.scheduler.replay.trace import parse_nodes, parse_pods
 from cardhour.scheduler.request import MILLI, Placement, Request
 from cardhour.scheduler.state import FleetState
-from cardhour.scheduler.trace import parse_nodes, parse_pods
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "openb"
 

@@ -25,8 +25,7 @@ from typing import Any
 import cardhour.scheduler
 from cardhour.scheduler import profiles
 from cardhour.scheduler.framework import profile_named
-from cardhour.scheduler.replay import replay
-from cardhour.scheduler.report import (
+from cardhour.scheduler.replay.report import (
     distance,
     parse_published,
     published_for,
@@ -34,9 +33,10 @@ from cardhour.scheduler.report import (
     run_record,
     summarise,
 )
+from cardhour.scheduler.replay.run import replay
+from cardhour.scheduler.replay.trace import parse_nodes, parse_pods
 from cardhour.scheduler.request import Request
 from cardhour.scheduler.state import NodeInfo
-from cardhour.scheduler.trace import parse_nodes, parse_pods
 
 
 def _sha(data: bytes) -> str:
@@ -48,10 +48,10 @@ PACKAGE = Path(cardhour.scheduler.__file__).parent
 # policy hashes its own profile's repr), and the lookahead's modules run only for a profile with
 # a lookahead (the engine calls them for nothing else), so nothing else may move into these.
 LOOKAHEAD = (
-    "lookahead.py",
-    "lookahead_cache.py",
-    "lookahead_candidates.py",
-    "lookahead_kernels.py",
+    "fgd/lookahead.py",
+    "kernels/lookahead_cache.py",
+    "kernels/lookahead_candidates.py",
+    "kernels/lookahead.py",
 )
 PER_POLICY = ("profiles.py", *LOOKAHEAD)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from cardhour.scheduler.engine import Scheduler
 from cardhour.scheduler.frag import TypicalWorkload
-from cardhour.scheduler.replay import replay
+from cardhour.scheduler.replay.run import replay
 from cardhour.scheduler.request import MILLI, Binding, Placement, Request
 from cardhour.scheduler.state import FleetState, NodeInfo
 

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cardhour.scheduler import replay
-from cardhour.scheduler.fgd_table import FgdTable
+from cardhour.scheduler.fgd.lookahead import distinct_best
+from cardhour.scheduler.fgd.table import FgdTable
 from cardhour.scheduler.frag import TypicalWorkload
-from cardhour.scheduler.lookahead import distinct_best
-from cardhour.scheduler.report import parse_seeds
+from cardhour.scheduler.replay import run as replay
+from cardhour.scheduler.replay.report import parse_seeds
+from cardhour.scheduler.replay.trace import parse_nodes, parse_pods
 from cardhour.scheduler.request import MILLI, Request
 from cardhour.scheduler.state import FleetState
-from cardhour.scheduler.trace import parse_nodes, parse_pods
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "openb"
 

@@ -1,12 +1,12 @@
 """Where a lookahead rollout's time goes: one `FgdTable.rollout` against one best-node scan,
-and a decision's rollouts one by one against `lookahead_kernels.rollouts` (all in one call).
+and a decision's rollouts one by one against `kernels.lookahead.rollouts` (all in one call).
 
 Fills the openb fleet by FGD with the shuffled default trace (seed 42) up to `--fill` of GPU
 capacity, then times (a) rollouts of `--horizon` pods drawn from the typical workload M on FGD's
 `--candidates` best nodes for the trace's first pod, (b) `best_node` on a column with nothing
 to rescore, called in a compiled loop (no Python dispatch), i.e. the bare scan over all nodes,
 and (c) per decision (new draws each round): the K rollouts by `FgdTable.rollout` against one
-`lookahead_kernels.rollouts` call with its memo and lists kept between rounds, checking that
+`kernels.lookahead.rollouts` call with its memo and lists kept between rounds, checking that
 both give the same results.
 
     .venv/bin/python bench/scheduler_rollout_cost.py [--fill 0.7] [--candidates 10] [--horizon 75]
@@ -22,11 +22,11 @@ import numba as nb
 import numpy as np
 from scheduler_rollout import fresh_replay
 
-from cardhour.scheduler import fgd_kernels as kern
-from cardhour.scheduler import lookahead_cache as cache
-from cardhour.scheduler import lookahead_kernels as lk
-from cardhour.scheduler.fgd_table import FgdTable
-from cardhour.scheduler.lookahead import distinct_best
+from cardhour.scheduler.fgd.lookahead import distinct_best
+from cardhour.scheduler.fgd.table import FgdTable
+from cardhour.scheduler.kernels import fgd as kern
+from cardhour.scheduler.kernels import lookahead as lk
+from cardhour.scheduler.kernels import lookahead_cache as cache
 from cardhour.scheduler.request import Request
 
 

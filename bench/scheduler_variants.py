@@ -19,12 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cardhour.scheduler import fgd, replay, scores
+from cardhour.scheduler import scores
+from cardhour.scheduler.fgd import score as fgd
 from cardhour.scheduler.frag import TypicalWorkload
 from cardhour.scheduler.framework import Context, Profile, Scored, register_profile, register_score
-from cardhour.scheduler.report import parse_seeds
+from cardhour.scheduler.replay import run as replay
+from cardhour.scheduler.replay.report import parse_seeds
+from cardhour.scheduler.replay.trace import parse_nodes, parse_pods
 from cardhour.scheduler.request import MILLI, Kind, Request
-from cardhour.scheduler.trace import parse_nodes, parse_pods
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "openb"
 Tie = Callable[[Context, Request, np.ndarray], np.ndarray]

@@ -26,7 +26,8 @@ from cardhour.core.money import Money
 from cardhour.db.engine import make_engine, transaction
 from cardhour.db.migrate import upgrade
 from cardhour.platform import Platform
-from cardhour.services import accounts, ledger
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger
 from cardhour.settings import Settings
 
 PG_URL = os.environ.get("CARDHOUR_TEST_PG_URL")

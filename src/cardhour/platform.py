@@ -40,9 +40,11 @@ from cardhour.reconcilers.provisioning import ProvisioningReconciler
 from cardhour.reconcilers.scheduling import SchedulingReconciler
 from cardhour.reconcilers.sla import SlaReconciler
 from cardhour.scheduler import Scheduler, warm
-from cardhour.services import accounts, demo_apps, ledger, pricing, scheduling
-from cardhour.services.app_calls import Gateway
-from cardhour.services.app_replicas import ReplicaPlacer
+from cardhour.services.billing import customers, ledger, pricing
+from cardhour.services.compute import scheduling
+from cardhour.services.marketplace import demo as demo_apps
+from cardhour.services.marketplace.calls import Gateway
+from cardhour.services.marketplace.replicas import ReplicaPlacer
 from cardhour.settings import Settings, load_catalog
 
 log = logging.getLogger("cardhour")
@@ -181,7 +183,7 @@ class Platform:
             path.write_text(password + "\n")
             path.chmod(0o600)
         with transaction(self.sessions) as session:
-            accounts.ensure_admin(session, email, password, self.clock.now(), self.trial())
+            customers.ensure_admin(session, email, password, self.clock.now(), self.trial())
         return email, password
 
     def install_demo_apps(self) -> list[demo_apps.DemoApp]:
@@ -200,10 +202,10 @@ class Platform:
             self.clock.now(),
         )
 
-    def trial(self) -> accounts.Trial:
+    def trial(self) -> customers.Trial:
         """The sign-up credit every new account gets once."""
         days = self.settings.billing.trial_credit_days
-        return accounts.Trial(self.trial_credit, timedelta(days=days) if days else None)
+        return customers.Trial(self.trial_credit, timedelta(days=days) if days else None)
 
     def wake(self) -> None:
         """Nudge the reconcilers after new intent was committed."""

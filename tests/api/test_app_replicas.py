@@ -9,9 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import select
 
-from cardhour.db.app_models import AppReplicaRow
 from cardhour.db.engine import transaction
-from cardhour.services import app_replicas, fleet
+from cardhour.db.models import AppReplicaRow
+from cardhour.services.compute import fleet
+from cardhour.services.marketplace import replicas as app_replicas
 from tests.api.test_marketplace import MANIFEST, _admin, _package
 from tests.conftest import Api
 
@@ -140,7 +141,7 @@ def test_replicas_of_a_version_no_longer_served_and_without_a_share_are_stopped(
     assert [p.replica_id for p in runtime.placed()] == [second.id]
     dev_app = second.app_key
     with transaction(api.platform.sessions) as s:
-        from cardhour.db.app_models import AppRow
+        from cardhour.db.models import AppRow
 
         app = s.scalar(select(AppRow))
         assert app is not None

@@ -6,7 +6,7 @@ from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from cardhour.db.engine import transaction
-from cardhour.services import ledger
+from cardhour.services.billing import ledger
 from tests.conftest import Api
 
 MICRO = Decimal("0.000001")

@@ -12,7 +12,7 @@ from cardhour.api.app import create_app
 from cardhour.core.clock import ManualClock
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import ledger
+from cardhour.services.billing import ledger
 from cardhour.settings import Settings, default_fleet_text
 from tests.conftest import Api
 

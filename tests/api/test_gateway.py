@@ -11,10 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import create_engine, select, text
 
-from cardhour.db.app_models import AppCallRow
 from cardhour.db.engine import normalise_url, transaction
-from cardhour.db.models import LedgerTransferRow
-from cardhour.services import accounts, app_calls, app_earnings, apps, ledger
+from cardhour.db.models import AppCallRow, LedgerTransferRow
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger
+from cardhour.services.marketplace import apps
+from cardhour.services.marketplace import calls as app_calls
+from cardhour.services.marketplace import earnings as app_earnings
 from tests.api.test_marketplace import MANIFEST, _admin, _package
 from tests.conftest import Api
 

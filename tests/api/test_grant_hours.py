@@ -12,8 +12,10 @@ from cardhour.core.errors import Conflict, InvalidInput
 from cardhour.core.money import MILLI_GPU_SECONDS_PER_CARD_HOUR as HOUR
 from cardhour.core.money import card_time_for, card_time_value
 from cardhour.db.engine import transaction
-from cardhour.services import accounts, grant_hours, ledger
-from cardhour.store import grants as grant_store
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger
+from cardhour.services.grants import hours as grant_hours
+from cardhour.store.grants import hours as grant_store
 from tests.conftest import Api
 
 

@@ -6,7 +6,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from cardhour.backends.sim import SimBackend
 from cardhour.db.engine import transaction
-from cardhour.services import provisioning
+from cardhour.services.compute import provisioning
 from tests.conftest import Api
 
 

@@ -17,7 +17,8 @@ from sqlalchemy import or_, select
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow, LedgerAccountRow
-from cardhour.services import accounts, ledger
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger
 from tests.conftest import Api
 
 LAUNCHES = 50

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-from cardhour.services import metering
-from cardhour.store import instances as instance_store
+from cardhour.services.billing import metering
+from cardhour.store.compute import instances as instance_store
 from tests.conftest import Api
 
 

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 from cardhour.db.engine import transaction
-from cardhour.services import ledger
+from cardhour.services.billing import ledger
 from tests.conftest import Api
 from tests.core.test_apps import GOOD
 
@@ -128,7 +128,7 @@ def test_publish_list_call_scale_charge_mature_payout_refund(api: Api) -> None:
 
     # a refund within 7 days reverses the split
     with transaction(api.platform.sessions) as s:
-        from cardhour.db.app_models import AppCallRow
+        from cardhour.db.models import AppCallRow
 
         first_call = s.get(AppCallRow, first["call_id"])
         assert first_call is not None and first_call.call_key == "c-1"

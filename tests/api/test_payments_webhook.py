@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from cardhour.api.app import create_app
 from cardhour.core.clock import ManualClock
 from cardhour.platform import Platform
-from cardhour.services.payments import sign
+from cardhour.services.billing.payments import sign
 from cardhour.settings import Settings
 from tests.conftest import Api
 

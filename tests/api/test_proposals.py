@@ -10,7 +10,9 @@ import pytest
 from cardhour.core.money import MILLI_GPU_SECONDS_PER_CARD_HOUR
 from cardhour.core.proposals import MAX_DOCUMENT_BYTES
 from cardhour.db.engine import transaction
-from cardhour.services import accounts, grant_hours, ledger
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger
+from cardhour.services.grants import hours as grant_hours
 from tests.api.proposal_helpers import PDF, Cast, make_cast
 from tests.conftest import Api
 

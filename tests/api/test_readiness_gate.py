@@ -11,7 +11,7 @@ from cardhour.backends.sim.backend import SimBackend
 from cardhour.core.readiness import STAGES
 from cardhour.db.engine import transaction
 from cardhour.db.models import NodeRow
-from cardhour.services import ledger
+from cardhour.services.billing import ledger
 from tests.conftest import Api
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cardhour.backends.sim import SimBackend
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.provisioning import launch_spec
-from cardhour.services import provisioning
+from cardhour.services.compute import provisioning
 from tests.conftest import Api
 
 

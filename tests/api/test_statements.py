@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from cardhour.api.statement_schemas import StatementRead
+from cardhour.api.schemas.statements import StatementRead
 from cardhour.client import ApiError, CardhourClient
 from tests.conftest import Api
 

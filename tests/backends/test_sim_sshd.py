@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from cardhour.api.app import create_app
 from cardhour.api.schemas import InstanceRead
 from cardhour.backends.sim import sshd
-from cardhour.cli import ssh as ssh_config
+from cardhour.cli.compute import ssh as ssh_config
 from cardhour.core.clock import ManualClock
 from cardhour.platform import Platform
 from cardhour.settings import Settings
@@ -87,7 +87,8 @@ def test_ssh_name_and_worker_log_in_with_the_injected_key_only(
         assert client.post("/api/v1/ssh-keys", headers=headers, json=body).status_code == 201
         with platform.sessions() as s, s.begin():
             from cardhour.core.money import Money
-            from cardhour.services import accounts, ledger
+            from cardhour.services.accounts import users as accounts
+            from cardhour.services.billing import ledger
 
             user = accounts.sign_in(s, "ssh@example.com", "pw-12345678")
             ledger.top_up(s, user.id, Money.parse("100"), platform.clock.now(), "ssh-test")

@@ -32,7 +32,8 @@ from cardhour.core.clock import ManualClock
 from cardhour.core.money import Money
 from cardhour.core.readiness import STAGES
 from cardhour.platform import Platform
-from cardhour.services import accounts, ledger
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger
 from cardhour.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

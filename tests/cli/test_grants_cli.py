@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cardhour.cli import grants, grants_review
+from cardhour.cli.grants import proposals as grants
+from cardhour.cli.grants import reviews as grants_review
 from cardhour.cli.main import app
 from cardhour.client import CardhourClient
 from tests.api.proposal_helpers import PDF, Cast, make_cast

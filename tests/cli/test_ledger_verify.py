@@ -19,7 +19,8 @@ from cardhour.cli.main import app
 from cardhour.core.clock import ManualClock
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, ledger
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger
 from cardhour.settings import Settings
 from tests.conftest import Api
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from cardhour.cli.main import app
 from cardhour.scheduler import profiles
-from cardhour.scheduler.report import COUNTS, METRICS
+from cardhour.scheduler.replay.report import COUNTS, METRICS
 
 NODES = """sn,cpu_milli,memory_mib,gpu,model
 n-0,96000,393216,8,G2

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cardhour.cli import statements as cli_statements
+from cardhour.cli.billing import statements as cli_statements
 from cardhour.cli.main import app
 from cardhour.client import CardhourClient
 from tests.conftest import Api

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cardhour.api.schemas import InstanceRead
-from cardhour.cli import launch as launch_cli
+from cardhour.cli.compute import launch as launch_cli
 from cardhour.cli.main import app
 from cardhour.client import ApiError, CardhourClient
 from cardhour.client import client as client_module

@@ -13,7 +13,10 @@ from cardhour.core.clock import ManualClock
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, app_earnings, apps, ledger
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import customers, ledger
+from cardhour.services.marketplace import apps
+from cardhour.services.marketplace import earnings as app_earnings
 from tests.api.test_marketplace import MANIFEST, _package
 
 
@@ -31,10 +34,10 @@ def test_developer_dashboard_and_payout(platform: Platform, clock: ManualClock) 
         now = clock.now()
         with transaction(platform.sessions) as s:
             maker = accounts.sign_in(s, "maker@example.com", "password123")
-            admin = accounts.sign_up(
+            admin = customers.sign_up(
                 s, "ops@x.example", "password123", now, platform.trial(), "admin"
             )
-            caller = accounts.sign_up(s, "buyer@x.example", "password123", now, platform.trial())
+            caller = customers.sign_up(s, "buyer@x.example", "password123", now, platform.trial())
             ledger.top_up(s, caller.id, Money.parse("1"), now, "buyer-cash")
             app, _ = apps.publish(
                 s, maker, MANIFEST, base64.b64decode(_package()), platform.app_code_dir, now, "CNY"

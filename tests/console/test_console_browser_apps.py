@@ -13,7 +13,9 @@ from playwright import sync_api
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, apps, ledger
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import customers, ledger
+from cardhour.services.marketplace import apps
 from cardhour.settings import Settings
 from tests.api.test_marketplace import MANIFEST, _package
 from tests.console.browser import launch, live_server
@@ -35,8 +37,8 @@ def test_try_an_app_from_the_marketplace_page(live: tuple[Platform, str]) -> Non
     platform, server = live
     now = platform.clock.now()
     with transaction(platform.sessions) as s:
-        dev = accounts.sign_up(s, "dev@apps.example", "password123", now, platform.trial())
-        admin = accounts.sign_up(
+        dev = customers.sign_up(s, "dev@apps.example", "password123", now, platform.trial())
+        admin = customers.sign_up(
             s, "ops@apps.example", "password123", now, platform.trial(), "admin"
         )
         code = base64.b64decode(_package())

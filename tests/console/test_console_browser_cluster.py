@@ -14,7 +14,8 @@ from cardhour.backends.sim.backend import SimBackend
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, ledger
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger
 from cardhour.settings import Settings
 from tests.console.browser import launch, live_server
 

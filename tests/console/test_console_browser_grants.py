@@ -18,7 +18,8 @@ from playwright import sync_api
 
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import customers
 from cardhour.settings import Settings
 from tests.console.browser import launch, live_server
 
@@ -44,7 +45,7 @@ def site(database_url: str, tmp_path: Path) -> Iterator[Site]:
     with transaction(platform.sessions) as session:
         boss = accounts.sign_in(session, *admin)
         for email in ("ada@uni.edu", "rev1@uni.edu", "rev2@uni.edu"):
-            accounts.sign_up(session, email, PASSWORD, now, platform.trial())
+            customers.sign_up(session, email, PASSWORD, now, platform.trial())
         for email in ("rev1@uni.edu", "rev2@uni.edu"):
             accounts.set_role(session, boss, email, "reviewer")
     with live_server(platform) as url:

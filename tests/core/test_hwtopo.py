@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cardhour.core import hwtopo
 from cardhour.core.errors import InvalidInput
+from cardhour.core.parsers import hwtopo
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "topology"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cardhour.core import nccl_tests
 from cardhour.core.errors import InvalidInput
+from cardhour.core.parsers import nccl_tests
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "nccl"
 

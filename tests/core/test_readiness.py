@@ -6,8 +6,9 @@ from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
-from cardhour.core import hwtopo, readiness
+from cardhour.core import readiness
 from cardhour.core.gpus import GpuModel
+from cardhour.core.parsers import hwtopo
 from cardhour.core.topology import NodeSpec
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "topology"

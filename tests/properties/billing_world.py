@@ -35,8 +35,10 @@ from cardhour.db.models import (
     UsageSegmentRow,
 )
 from cardhour.platform import Platform
-from cardhour.services import accounts, ledger, metering, pricing, provisioning, wallet
-from cardhour.services import instances as instances_service
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger, metering, pricing, wallet
+from cardhour.services.compute import instances as instances_service
+from cardhour.services.compute import provisioning
 from cardhour.settings import Settings
 from tests.properties import billing_model as model
 from tests.properties.conftest import Databases

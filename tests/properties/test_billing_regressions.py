@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from cardhour.db.engine import transaction
-from cardhour.services import pricing
-from cardhour.store import users as user_store
+from cardhour.services.billing import pricing
+from cardhour.store.accounts import users as user_store
 from tests.conftest import Api
 
 

@@ -40,7 +40,8 @@ from hypothesis.stateful import (
 
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
-from cardhour.services import accounts, ledger, pricing
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger, pricing
 from tests.properties import billing_model as model
 from tests.properties.billing_world import (
     AMOUNTS,

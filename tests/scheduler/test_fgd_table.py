@@ -8,13 +8,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cardhour.scheduler import replay
 from cardhour.scheduler.engine import Scheduler
-from cardhour.scheduler.fgd_table import FgdTable
+from cardhour.scheduler.fgd.table import FgdTable
 from cardhour.scheduler.frag import TypicalWorkload
+from cardhour.scheduler.replay import run as replay
+from cardhour.scheduler.replay.trace import parse_nodes, parse_pods
 from cardhour.scheduler.request import MILLI, Placement, Request
 from cardhour.scheduler.state import FleetState
-from cardhour.scheduler.trace import parse_nodes, parse_pods
 from tests.scheduler.factories import (
     MUTABLE,
     cpu_pod,

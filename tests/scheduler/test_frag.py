@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cardhour.scheduler.fgd import fragment_after
+from cardhour.scheduler.fgd.score import fragment_after
 from cardhour.scheduler.frag import FragMeter, TypicalWorkload
 from cardhour.scheduler.gpusel import share_gpu, whole_gpus
 from cardhour.scheduler.request import Binding, Kind, Placement, Request

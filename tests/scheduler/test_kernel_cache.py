@@ -1,5 +1,6 @@
-"""The kernels' on-disk cache is invalidated by a change to any kernel module (kernel_cache.py):
-numba alone would keep a caller compiled with an old copy of a callee from another module."""
+"""The kernels' on-disk cache is invalidated by a change to any kernel module
+(kernels/numba_cache.py): numba alone would keep a caller compiled with an old copy of a
+callee from another module."""
 
 from __future__ import annotations
 
@@ -11,13 +12,10 @@ from pathlib import Path
 import pytest
 from numba.core import caching, registry
 
-from cardhour.scheduler import (
-    fgd_kernels,
-    kernel_cache,
-    lookahead_cache,
-    lookahead_candidates,
-    lookahead_kernels,
-)
+from cardhour.scheduler.kernels import fgd as fgd_kernels
+from cardhour.scheduler.kernels import lookahead as lookahead_kernels
+from cardhour.scheduler.kernels import lookahead_cache, lookahead_candidates
+from cardhour.scheduler.kernels import numba_cache as kernel_cache
 
 
 def _write(path: Path, text: str) -> None:
@@ -88,7 +86,7 @@ _CALLER = """
 import sys
 from pathlib import Path
 if sys.argv[1] == "ours":
-    from cardhour.scheduler import kernel_cache
+    from cardhour.scheduler.kernels import numba_cache as kernel_cache
     kernel_cache.PACKAGE = Path.cwd().resolve()
     kernel_cache.install()
 import caller

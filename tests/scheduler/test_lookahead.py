@@ -8,18 +8,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from cardhour.scheduler import lookahead_cache as cache
-from cardhour.scheduler import lookahead_kernels as kern
 from cardhour.scheduler.engine import Scheduler
-from cardhour.scheduler.fgd_table import FgdTable
+from cardhour.scheduler.fgd.lookahead import Lookahead, distinct_best
+from cardhour.scheduler.fgd.table import FgdTable
 from cardhour.scheduler.frag import TypicalWorkload
 from cardhour.scheduler.framework import Profile, register_profile
-from cardhour.scheduler.lookahead import Lookahead, distinct_best
+from cardhour.scheduler.kernels import lookahead as kern
+from cardhour.scheduler.kernels import lookahead_cache as cache
 from cardhour.scheduler.profiles import DEFAULT_POLICY
-from cardhour.scheduler.replay import replay
+from cardhour.scheduler.replay.run import replay
+from cardhour.scheduler.replay.trace import parse_nodes, parse_pods
 from cardhour.scheduler.request import Placement, Request
 from cardhour.scheduler.state import FleetState
-from cardhour.scheduler.trace import parse_nodes, parse_pods
 from tests.scheduler.factories import assert_unchanged, snapshot
 from tests.scheduler.test_fgd_table import bindings, random_fleet, random_request
 from tests.scheduler.test_replay import OPENB
@@ -107,7 +107,7 @@ def test_default_policy_beats_fgd_on_the_default_trace() -> None:
 @pytest.mark.parametrize("seed", [3, 4])
 @pytest.mark.parametrize(("top", "log"), [(1, 4096), (8, 4096), (24, 3), (128, 4096)])
 def test_batched_rollouts_equal_fgd_rollouts_one_by_one(seed: int, top: int, log: int) -> None:
-    """`lookahead_kernels.rollouts` (listed best nodes, memo by node state) returns exactly the
+    """`kernels.lookahead.rollouts` (listed best nodes, memo by node state) returns exactly the
     sums of `FgdTable.rollout`, decision after decision with one memo and one set of lists
     patched in between, and changes nothing; every list read is in order and no node off it
     scores above its bound. top=1 makes the listed nodes run out, so the full-scan path and the

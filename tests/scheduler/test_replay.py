@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cardhour.scheduler.replay import ARRIVED, CURVE, ReplayResult, replay, tune_pods
+from cardhour.scheduler.replay.run import ARRIVED, CURVE, ReplayResult, replay, tune_pods
+from cardhour.scheduler.replay.trace import TraceError, parse_nodes, parse_pods
 from cardhour.scheduler.request import Request
-from cardhour.scheduler.trace import TraceError, parse_nodes, parse_pods
 
 OPENB = Path("/work/shared/traces/openb")
 

@@ -7,8 +7,7 @@ import statistics
 
 import pytest
 
-from cardhour.scheduler.replay import ReplayResult
-from cardhour.scheduler.report import (
+from cardhour.scheduler.replay.report import (
     MAX_SEEDS,
     Published,
     compare,
@@ -21,7 +20,8 @@ from cardhour.scheduler.report import (
     run_record,
     summarise,
 )
-from cardhour.scheduler.trace import TraceError
+from cardhour.scheduler.replay.run import ReplayResult
+from cardhour.scheduler.replay.trace import TraceError
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cardhour.scheduler.engine import Scheduler
-from cardhour.scheduler.fgd import best_per_node, sigmoid_score
+from cardhour.scheduler.fgd.score import best_per_node, sigmoid_score
 from cardhour.scheduler.frag import TypicalWorkload
 from cardhour.scheduler.framework import SCORE_PLUGINS, Context, Scored
 from cardhour.scheduler.request import Binding, Placement, Request

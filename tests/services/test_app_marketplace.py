@@ -18,7 +18,10 @@ from cardhour.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, app_earnings, apps, ledger, wallet
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import customers, ledger, wallet
+from cardhour.services.marketplace import apps
+from cardhour.services.marketplace import earnings as app_earnings
 from tests.core.test_apps import GOOD
 
 
@@ -35,7 +38,7 @@ CODE = _zip({"app.py": "def handle(request):\n    return {'hits': []}\n"})
 
 def _user(platform: Platform, email: str, role: str = "user") -> str:
     with transaction(platform.sessions) as s:
-        return accounts.sign_up(
+        return customers.sign_up(
             s, email, "password123", platform.clock.now(), platform.trial(), role
         ).id
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, apps, demo_apps
+from cardhour.services.accounts import users as accounts
+from cardhour.services.marketplace import apps
+from cardhour.services.marketplace import demo as demo_apps
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "apps"
 

@@ -13,13 +13,13 @@ from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow
 from cardhour.platform import Platform
-from cardhour.services import accounts, ledger, wallet
-from cardhour.services.ledger import CreditGrant
+from cardhour.services.billing import customers, ledger, wallet
+from cardhour.services.billing.ledger import CreditGrant
 
 
 def _user(platform: Platform, clock: ManualClock, email: str = "a@example.com") -> str:
     with transaction(platform.sessions) as s:
-        return accounts.sign_up(s, email, "password123", clock.now(), platform.trial()).id
+        return customers.sign_up(s, email, "password123", clock.now(), platform.trial()).id
 
 
 def _balance(platform: Platform, clock: ManualClock, uid: str) -> wallet.Balance:
@@ -59,7 +59,7 @@ def test_trial_credit_is_granted_exactly_once_and_expires(
     assert bal.credit_of(ledger.TRIAL) == Money.parse("10.00") and bal.cash == Money.zero()
     assert bal.credits[0].expires_at == clock.now() + timedelta(days=30)
     with pytest.raises(Conflict, match="already exists"), transaction(platform.sessions) as s:
-        accounts.sign_up(s, "A@example.com", "password123", clock.now(), platform.trial())
+        customers.sign_up(s, "A@example.com", "password123", clock.now(), platform.trial())
     clock.advance(days=30)
     with transaction(platform.sessions) as s:
         assert ledger.expire_credits(s, clock.now()) == 1

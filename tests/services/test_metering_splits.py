@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from cardhour.core.money import Money
 from cardhour.core.pricing import PriceHistory, PriceVersion
 from cardhour.db.models import InstanceRow
-from cardhour.services import metering
-from cardhour.store.instances import RunningRow
+from cardhour.services.billing import metering
+from cardhour.store.billing.usage import RunningRow
 
 START = datetime(2026, 1, 31, 23, 58, tzinfo=UTC)  # two minutes before a month boundary
 PRICES = [1_900_000, 2_350_000]

@@ -10,14 +10,15 @@ from cardhour.core.errors import Unauthorized
 from cardhour.db.engine import transaction
 from cardhour.db.models import UserRow
 from cardhour.platform import Platform
-from cardhour.services import accounts
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import customers
 
 
 @pytest.mark.real_password_hashing
 def test_passwords_are_stored_as_argon2id_at_production_cost(platform: Platform) -> None:
     now = platform.clock.now()
     with transaction(platform.sessions) as s:
-        accounts.sign_up(s, "ada@example.com", "correct horse", now, platform.trial())
+        customers.sign_up(s, "ada@example.com", "correct horse", now, platform.trial())
     with transaction(platform.sessions) as s:
         stored = s.scalars(select(UserRow.password_hash).where(UserRow.email == "ada@example.com"))
         digest = stored.one()

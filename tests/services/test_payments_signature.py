@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cardhour.core.errors import BadSignature, InvalidInput
-from cardhour.services import idempotency, payments
+from cardhour.services import idempotency
+from cardhour.services.billing import payments
 
 SECRET = "whsec_test"
 BODY = b'{"id":"evt_1","type":"payment.succeeded"}'

@@ -18,8 +18,8 @@ from cardhour.scheduler import (
     Request,
     Scheduler,
 )
-from cardhour.services import placement
-from cardhour.services.placement import Assignment, NodeShape
+from cardhour.services.compute import placement
+from cardhour.services.compute.placement import Assignment, NodeShape
 from cardhour.settings import load_catalog
 
 NVLINK = {"H100", "A800"}

@@ -11,11 +11,14 @@ from sqlalchemy import func, select
 
 from cardhour.core.errors import InvalidInput
 from cardhour.db.engine import transaction
-from cardhour.db.models import UserRow
-from cardhour.db.proposal_models import NotificationRow, ProposalEventRow
+from cardhour.db.models import NotificationRow, ProposalEventRow, UserRow
 from cardhour.platform import Platform
-from cardhour.services import accounts, grant_hours, notifications, proposal_reviews, proposals
-from cardhour.services.proposals import ProposalInput
+from cardhour.services.accounts import notifications
+from cardhour.services.billing import customers
+from cardhour.services.grants import hours as grant_hours
+from cardhour.services.grants import proposals
+from cardhour.services.grants import reviews as proposal_reviews
+from cardhour.services.grants.proposals import ProposalInput
 
 
 def _users(platform: Platform) -> dict[str, UserRow]:
@@ -23,10 +26,10 @@ def _users(platform: Platform) -> dict[str, UserRow]:
     users = {}
     with transaction(platform.sessions) as s:
         for name, role in (("admin", "admin"), ("alice", "user"), ("r1", "reviewer")):
-            users[name] = accounts.sign_up(
+            users[name] = customers.sign_up(
                 s, f"{name}@example.com", "password123", now, platform.trial(), role=role
             )
-        users["r2"] = accounts.sign_up(
+        users["r2"] = customers.sign_up(
             s, "r2@example.com", "password123", now, platform.trial(), role="reviewer"
         )
     return users

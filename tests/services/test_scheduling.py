@@ -10,10 +10,11 @@ from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.db.models import UserRow
 from cardhour.platform import Platform
-from cardhour.services import accounts, instances, ledger, placement, scheduling
-from cardhour.services.fleet import load
-from cardhour.services.instances import LaunchRequest
-from cardhour.store import nodes as node_store
+from cardhour.services.billing import customers, ledger
+from cardhour.services.compute import instances, placement, scheduling
+from cardhour.services.compute.fleet import load
+from cardhour.services.compute.instances import LaunchRequest
+from cardhour.store.compute import nodes as node_store
 
 WINDOW = 1000
 
@@ -21,8 +22,8 @@ WINDOW = 1000
 @pytest.fixture
 def user_id(platform: Platform, clock: ManualClock) -> str:
     with transaction(platform.sessions) as s:
-        user = accounts.sign_up(
-            s, "rich@example.com", "password123", clock.now(), accounts.Trial(Money.zero())
+        user = customers.sign_up(
+            s, "rich@example.com", "password123", clock.now(), customers.Trial(Money.zero())
         )
         ledger.top_up(s, user.id, Money.parse("10000"), clock.now(), "pay-1")
         return user.id

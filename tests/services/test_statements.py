@@ -15,10 +15,11 @@ from cardhour.core.errors import InvalidInput
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow
-from cardhour.services import accounts, ledger, pricing, statements, wallet
-from cardhour.services.ledger import CreditGrant
-from cardhour.services.statements import Statement
-from cardhour.store import instances as instance_store
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import ledger, pricing, statements, wallet
+from cardhour.services.billing.ledger import CreditGrant
+from cardhour.services.billing.statements import Statement
+from cardhour.store.compute import instances as instance_store
 from tests.conftest import Api
 
 H100 = Money.parse("1.90")

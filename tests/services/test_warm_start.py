@@ -24,9 +24,10 @@ from starlette.testclient import TestClient
 from cardhour.api.app import create_app
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.scheduler import fgd_kernels, lookahead_kernels
+from cardhour.scheduler.kernels import fgd as fgd_kernels
+from cardhour.scheduler.kernels import lookahead as lookahead_kernels
 from cardhour.scheduler.request import Request
-from cardhour.services import fleet
+from cardhour.services.compute import fleet
 from cardhour.settings import Settings
 
 def compiled():
@@ -56,7 +57,7 @@ after = compiled()
 print(json.dumps({
     "codes": codes,
     "placed_gpus": placed,
-    "rollouts": before["cardhour.scheduler.lookahead_kernels.rollouts"],
+    "rollouts": before["cardhour.scheduler.kernels.lookahead.rollouts"],
     "new": {name: after[name] - before[name] for name in after if after[name] != before[name]},
 }))
 """

@@ -6,24 +6,16 @@ from fastapi import FastAPI
 
 from cardhour import __version__
 from cardhour.api import errors
-from cardhour.api.routers import (
-    admin,
-    admin_billing,
-    admin_proposals,
-    apps,
-    auth,
-    billing,
-    estimate,
-    grants,
-    health,
-    instances,
-    offers,
-    payments,
-    proposals,
-    reviews,
-    ssh_keys,
-    statements,
-)
+from cardhour.api.routers import estimate, health
+from cardhour.api.routers.accounts import auth, ssh_keys
+from cardhour.api.routers.billing import admin as admin_billing
+from cardhour.api.routers.billing import payments, statements
+from cardhour.api.routers.billing import wallet as billing
+from cardhour.api.routers.compute import admin, instances, offers
+from cardhour.api.routers.grants import admin as admin_proposals
+from cardhour.api.routers.grants import hours as grants
+from cardhour.api.routers.grants import proposals, reviews
+from cardhour.api.routers.marketplace import apps
 from cardhour.console.routes import mount_console
 from cardhour.platform import Platform
 

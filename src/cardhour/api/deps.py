@@ -19,7 +19,7 @@ from cardhour.core.errors import Unauthorized
 from cardhour.db.engine import transaction
 from cardhour.db.models import UserRow
 from cardhour.platform import Platform
-from cardhour.services import accounts
+from cardhour.services.accounts import users as accounts
 
 bearer = HTTPBearer(auto_error=False, description="An API key from signup or login.")
 

@@ -12,27 +12,15 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
-from cardhour.cli import (
-    admin,
-    apps,
-    auth,
-    balance,
-    estimate,
-    grants,
-    grants_review,
-    instances,
-    launch,
-    offers,
-    prices,
-    simulate,
-    slurm,
-    ssh,
-    ssh_keys,
-    statements,
-    up,
-)
-from cardhour.cli import ledger as ledger_cli
+from cardhour.cli import admin, estimate, simulate, up
+from cardhour.cli.accounts import auth, ssh_keys
+from cardhour.cli.billing import balance, prices, statements
+from cardhour.cli.billing import ledger as ledger_cli
 from cardhour.cli.common import Connection
+from cardhour.cli.compute import instances, launch, offers, slurm, ssh
+from cardhour.cli.grants import proposals as grants
+from cardhour.cli.grants import reviews as grants_review
+from cardhour.cli.marketplace import apps
 from cardhour.client import ApiError
 from cardhour.core.errors import CardhourError
 

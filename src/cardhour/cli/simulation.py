@@ -23,8 +23,7 @@ from cardhour.cli.common import out
 from cardhour.core.errors import InvalidInput, NotFound
 from cardhour.scheduler import profiles
 from cardhour.scheduler.framework import PROFILES
-from cardhour.scheduler.replay import MAX_BARE_METAL_SHARE, MAX_TUNE, replay
-from cardhour.scheduler.report import (
+from cardhour.scheduler.replay.report import (
     METRICS,
     Summary,
     compare,
@@ -36,9 +35,10 @@ from cardhour.scheduler.report import (
     run_record,
     summarise,
 )
+from cardhour.scheduler.replay.run import MAX_BARE_METAL_SHARE, MAX_TUNE, replay
+from cardhour.scheduler.replay.trace import TraceError, parse_nodes, parse_pods
 from cardhour.scheduler.request import Request
 from cardhour.scheduler.state import NodeInfo
-from cardhour.scheduler.trace import TraceError, parse_nodes, parse_pods
 
 T = TypeVar("T")
 PUBLISHED_FILE = Path("fgd_expected_results") / "summary_by_arrival.csv"

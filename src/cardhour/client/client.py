@@ -20,28 +20,6 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from cardhour.api.app_schemas import (
-    AppDecision,
-    AppPublish,
-    AppRead,
-    AppRollback,
-    EarningsRead,
-    InvokeRead,
-    PayoutCreate,
-    PayoutRead,
-)
-from cardhour.api.proposal_schemas import (
-    AssignmentRead,
-    DecisionCreate,
-    DecisionRead,
-    NotificationRead,
-    ProposalCreate,
-    ProposalRead,
-    ProposalUpdate,
-    ReviewCreate,
-    ReviewerRead,
-    ReviewRead,
-)
 from cardhour.api.schemas import (
     AuthRead,
     BalanceRead,
@@ -67,7 +45,29 @@ from cardhour.api.schemas import (
     TopUpRead,
     UserRead,
 )
-from cardhour.api.statement_schemas import StatementRead
+from cardhour.api.schemas.grants import (
+    AssignmentRead,
+    DecisionCreate,
+    DecisionRead,
+    NotificationRead,
+    ProposalCreate,
+    ProposalRead,
+    ProposalUpdate,
+    ReviewCreate,
+    ReviewerRead,
+    ReviewRead,
+)
+from cardhour.api.schemas.marketplace import (
+    AppDecision,
+    AppPublish,
+    AppRead,
+    AppRollback,
+    EarningsRead,
+    InvokeRead,
+    PayoutCreate,
+    PayoutRead,
+)
+from cardhour.api.schemas.statements import StatementRead
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 IDEMPOTENCY_HEADER = "Idempotency-Key"

@@ -16,7 +16,8 @@ from cardhour.console.session import COOKIE, check_csrf
 from cardhour.core.errors import CardhourError
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
-from cardhour.services import app_earnings, apps
+from cardhour.services.marketplace import apps
+from cardhour.services.marketplace import earnings as app_earnings
 
 router = APIRouter(include_in_schema=False)
 

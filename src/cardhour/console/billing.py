@@ -16,8 +16,9 @@ from sqlalchemy.orm import Session
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import InvalidInput
 from cardhour.db.models import UserRow
-from cardhour.services import grant_hours, statements, wallet
-from cardhour.services.statements import Statement
+from cardhour.services.billing import statements, wallet
+from cardhour.services.billing.statements import Statement
+from cardhour.services.grants import hours as grant_hours
 
 MAX_MONTHS = 24  # in the picker; older months stay reachable by URL
 

@@ -23,7 +23,8 @@ from cardhour.console.session import Viewer, check_csrf
 from cardhour.core import proposals as rules
 from cardhour.core.errors import CardhourError
 from cardhour.db.engine import transaction
-from cardhour.services import notifications, proposals
+from cardhour.services.accounts import notifications
+from cardhour.services.grants import proposals
 
 router = APIRouter(include_in_schema=False)
 

@@ -15,7 +15,10 @@ from cardhour.console.session import Viewer, check_csrf
 from cardhour.core.errors import CardhourError
 from cardhour.core.proposals import CRITERIA, ProposalStatus
 from cardhour.db.engine import transaction
-from cardhour.services import accounts, grant_hours, proposal_reviews, proposals
+from cardhour.services.accounts import users as accounts
+from cardhour.services.grants import hours as grant_hours
+from cardhour.services.grants import proposals
+from cardhour.services.grants import reviews as proposal_reviews
 
 router = APIRouter(include_in_schema=False)
 

@@ -19,10 +19,11 @@ from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import InvalidInput
 from cardhour.core.proposals import CRITERIA, EDITABLE, FINAL, ProposalStatus
-from cardhour.db.models import UserRow
-from cardhour.db.proposal_models import NotificationRow, ProposalRow
-from cardhour.services import accounts, proposal_reviews, proposals
-from cardhour.services.proposals import ProposalInput, ProposalView, models_of
+from cardhour.db.models import NotificationRow, ProposalRow, UserRow
+from cardhour.services.accounts import users as accounts
+from cardhour.services.grants import proposals
+from cardhour.services.grants import reviews as proposal_reviews
+from cardhour.services.grants.proposals import ProposalInput, ProposalView, models_of
 
 CRITERIA_LABELS = {
     "technical_merit": "Technical merit",

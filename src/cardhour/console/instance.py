@@ -16,9 +16,10 @@ from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
 from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow, UserRow
-from cardhour.services import fleet, instances, wallet
-from cardhour.services import readiness as stages
-from cardhour.services.fleet import spec_of
+from cardhour.services.billing import wallet
+from cardhour.services.compute import fleet, instances
+from cardhour.services.compute import readiness as stages
+from cardhour.services.compute.fleet import spec_of
 
 
 def instance_view(session: Session, catalog: Catalog, user: UserRow, ident: str) -> dict[str, Any]:

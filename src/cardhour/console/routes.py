@@ -18,8 +18,10 @@ from cardhour.console.session import COOKIE, Viewer, check_csrf, viewer
 from cardhour.core.errors import CardhourError
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
-from cardhour.services import accounts, instances, statements
-from cardhour.services.instances import LaunchRequest
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import customers, statements
+from cardhour.services.compute import instances
+from cardhour.services.compute.instances import LaunchRequest
 
 _HERE = Path(str(resources.files("cardhour.console")))
 templates = Jinja2Templates(directory=str(_HERE / "templates"))
@@ -94,7 +96,7 @@ def _auth_post(request: Request, signup: bool, email: str, password: str) -> Res
     try:
         with transaction(p.sessions) as session:
             if signup:
-                user = accounts.sign_up(session, email, password, now, p.trial())
+                user = customers.sign_up(session, email, password, now, p.trial())
             else:
                 user = accounts.sign_in(session, email, password)
             key = accounts.create_key(session, user, now, "console", kind="session")

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from cardhour.core.errors import CardhourError, Forbidden
 from cardhour.db.models import UserRow
 from cardhour.platform import Platform
-from cardhour.services import accounts
+from cardhour.services.accounts import users as accounts
 
 COOKIE = "ch_session"
 

@@ -15,7 +15,9 @@ from cardhour.core.money import Money
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceRow, UserRow
 from cardhour.platform import Platform
-from cardhour.services import accounts, catalog, instances, readiness, wallet
+from cardhour.services.accounts import users as accounts
+from cardhour.services.billing import wallet
+from cardhour.services.compute import catalog, instances, readiness
 
 ACTIONS = {
     InstanceStatus.PENDING: ["stop", "terminate"],

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from cardhour.core.gpus import GpuModel
-from cardhour.core.hwtopo import GpuTopology, IbStatus
+from cardhour.core.parsers.hwtopo import GpuTopology, IbStatus
 from cardhour.core.topology import NodeSpec
 
 STAGES = ("allocated", "booting", "keys_injected", "topology_detected", "nccl_gate", "ready")

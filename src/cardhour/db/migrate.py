@@ -6,7 +6,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
-from cardhour.db import app_models, proposal_models  # noqa: F401  (every table on Base.metadata)
+import cardhour.db.models  # noqa: F401  (every table on Base.metadata)
 
 
 def alembic_config() -> Config:

@@ -16,7 +16,9 @@ from cardhour.backends.apps.runtime import LocalAppRuntime
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
-from cardhour.services import app_earnings, app_replicas, apps
+from cardhour.services.marketplace import apps
+from cardhour.services.marketplace import earnings as app_earnings
+from cardhour.services.marketplace import replicas as app_replicas
 
 log = logging.getLogger("cardhour.apps")
 WARM_RETRY_SECONDS = 60  # a version whose replicas would not start is not retried every loop

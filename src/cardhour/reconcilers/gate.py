@@ -21,15 +21,16 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from cardhour.backends.base import Backend, BackendError, Probing
-from cardhour.core import hwtopo, nccl_tests, readiness, sshkeys
+from cardhour.core import readiness, sshkeys
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.core.errors import InvalidInput
+from cardhour.core.parsers import hwtopo, nccl_tests
 from cardhour.core.topology import NodeSpec
 from cardhour.db.engine import transaction
-from cardhour.services import fleet, provisioning
-from cardhour.services import readiness as stages
-from cardhour.services.provisioning import Claim
+from cardhour.services.compute import fleet, provisioning
+from cardhour.services.compute import readiness as stages
+from cardhour.services.compute.provisioning import Claim
 
 log = logging.getLogger("cardhour.reconcilers.gate")
 Failed = dict[str, str]  # node id -> why

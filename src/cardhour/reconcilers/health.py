@@ -17,8 +17,8 @@ from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
-from cardhour.services import readiness
-from cardhour.store import instances as store
+from cardhour.services.compute import readiness
+from cardhour.store.compute import instances as store
 
 log = logging.getLogger("cardhour.reconcilers.health")
 

@@ -8,7 +8,7 @@ from cardhour.backends.base import Backend
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
-from cardhour.services import fleet
+from cardhour.services.compute import fleet
 
 
 class InventoryReconciler(Reconciler):

@@ -8,8 +8,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
-from cardhour.services import ledger
-from cardhour.services.autostop import meter_and_autostop
+from cardhour.services.billing import ledger
+from cardhour.services.compute.autostop import meter_and_autostop
 
 
 class MeteringReconciler(Reconciler):

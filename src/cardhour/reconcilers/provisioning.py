@@ -24,8 +24,8 @@ from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
 from cardhour.reconcilers.gate import Gate
-from cardhour.services import provisioning
-from cardhour.services.provisioning import Claim
+from cardhour.services.compute import provisioning
+from cardhour.services.compute.provisioning import Claim
 
 log = logging.getLogger("cardhour.reconcilers.provisioning")
 

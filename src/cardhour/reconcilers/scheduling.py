@@ -9,7 +9,7 @@ from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
 from cardhour.scheduler import Scheduler
-from cardhour.services import scheduling
+from cardhour.services.compute import scheduling
 
 
 class SchedulingReconciler(Reconciler):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
-from cardhour.services import sla
+from cardhour.services.compute import sla
 
 
 class SlaReconciler(Reconciler):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from cardhour.scheduler import fgd, lookahead, scores  # noqa: F401  (registers the score plugins)
-from cardhour.scheduler.fgd_table import FgdTable
+from cardhour.scheduler import scores  # noqa: F401  (registers the score plugins)
+from cardhour.scheduler.fgd import lookahead  # noqa: F401  (registers the lookahead)
+from cardhour.scheduler.fgd import score as fgd  # noqa: F401  (registers the score plugins)
+from cardhour.scheduler.fgd.table import FgdTable
 from cardhour.scheduler.filters import (
     CONTAINER_FILTERS,
     NODE_FILTERS,

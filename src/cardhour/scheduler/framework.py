@@ -19,8 +19,8 @@ from typing import Protocol
 
 import numpy as np
 
+from cardhour.scheduler.fgd.lookahead import Lookahead
 from cardhour.scheduler.frag import FragMeter, TypicalWorkload
-from cardhour.scheduler.lookahead import Lookahead
 from cardhour.scheduler.request import Request
 from cardhour.scheduler.state import FleetState
 

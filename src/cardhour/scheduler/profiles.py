@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cardhour.scheduler import fgd, keep_whole, scores  # noqa: F401  (registers the score plugins)
+from cardhour.scheduler import keep_whole, scores  # noqa: F401  (registers the score plugins)
+from cardhour.scheduler.fgd import score as fgd  # noqa: F401  (registers the score plugins)
+from cardhour.scheduler.fgd.lookahead import Lookahead
 from cardhour.scheduler.framework import Profile, register_profile
-from cardhour.scheduler.lookahead import Lookahead
 
 BASELINES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from cardhour.db import app_models, proposal_models  # noqa: F401  (registers its tables on Base)
 from cardhour.db.models import Base
 
 config = context.config

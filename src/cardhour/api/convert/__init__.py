@@ -1,0 +1,1 @@
+"""Rows and service results turned into the API's read schemas."""

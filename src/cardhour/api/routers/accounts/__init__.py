@@ -1,0 +1,1 @@
+"""Routes: sign-up, login, SSH keys."""

@@ -1,0 +1,1 @@
+"""Routes: balance, quotes, prices, statements, top-ups and payments (and their admin side)."""

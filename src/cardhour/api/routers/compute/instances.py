@@ -1,0 +1,120 @@
+"""Instances. Routes record intent and wake the reconcilers; they never call a backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter, Depends, Response
+from sqlalchemy.orm import Session
+
+from cardhour.api import schemas
+from cardhour.api.convert import compute as convert
+from cardhour.api.deps import Ctx, get_ctx
+from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
+from cardhour.db.models import InstanceRow, UserRow
+from cardhour.services.compute import instances
+from cardhour.services.compute.instances import LaunchRequest
+
+router = APIRouter(prefix="/instances", tags=["instances"])
+
+
+@router.post(
+    "", response_model=schemas.InstanceRead, status_code=201, responses=IDEMPOTENCY_RESPONSES
+)
+def create(
+    body: schemas.InstanceCreate,
+    ctx: Ctx = Depends(get_ctx),
+    idem: Idempotency = Depends(idempotency),
+) -> Response:
+    """Launch: refused with 402 `insufficient_balance` when the balance does not cover an hour.
+
+    With `Idempotency-Key`, a retry returns the first launch instead of launching again."""
+    p = ctx.platform
+    req = LaunchRequest(
+        body.gpu,
+        body.count,
+        body.name,
+        body.image,
+        body.ssh_key,
+        body.plan,
+        body.movable,
+        body.quote_id,
+        body.at_expiry,
+        body.nodes,
+        body.weights,
+        body.bare_metal,
+    )
+
+    def launch(session: Session, user: UserRow) -> schemas.InstanceRead:
+        row = instances.create(session, p.catalog, p.policy, user, req, ctx.now)
+        return convert.instance(session, row, events=True)
+
+    response = idem.run_user(ctx, launch, status_code=201)
+    p.wake()
+    return response
+
+
+@router.get("", response_model=list[schemas.InstanceRead])
+def list_instances(all: bool = False, ctx: Ctx = Depends(get_ctx)) -> list[schemas.InstanceRead]:
+    with ctx.user_tx() as (session, user):
+        rows = instances.list_for(session, user, include_terminated=all)
+        return [convert.instance(session, r) for r in rows]
+
+
+@router.get("/{ident}", response_model=schemas.InstanceRead)
+def show(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
+    """By id or name. Another account's instance is a 404, like a missing one."""
+    with ctx.user_tx() as (session, user):
+        return convert.instance(session, instances.get(session, user, ident), events=True)
+
+
+@router.get("/{ident}/slurm", response_model=schemas.SlurmFilesRead)
+def slurm(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.SlurmFilesRead:
+    """One-click Slurm: the config files that make the running instance's nodes a Slurm
+    cluster (head = controller, IB leaves as the topology tree). 409 unless it runs."""
+    with ctx.user_tx() as (session, user):
+        row = instances.get(session, user, ident)
+        return schemas.SlurmFilesRead(files=instances.slurm_files(session, row).as_dict())
+
+
+def _act(ctx: Ctx, ident: str, action: Callable[..., InstanceRow]) -> schemas.InstanceRead:
+    """Record the user's intent, commit, then wake the reconcilers that carry it out."""
+    with ctx.user_tx() as (session, user):
+        result = convert.instance(session, action(session, user, ident, ctx.now))
+    ctx.platform.wake()
+    return result
+
+
+def _act_once(
+    ctx: Ctx, idem: Idempotency, ident: str, action: Callable[..., InstanceRow]
+) -> Response:
+    """`_act` through the `Idempotency-Key` helper: a retry with the key replays the first."""
+
+    def act(session: Session, user: UserRow) -> schemas.InstanceRead:
+        return convert.instance(session, action(session, user, ident, ctx.now))
+
+    response = idem.run_user(ctx, act)
+    ctx.platform.wake()
+    return response
+
+
+@router.post("/{ident}/stop", response_model=schemas.InstanceRead, responses=IDEMPOTENCY_RESPONSES)
+def stop(
+    ident: str, ctx: Ctx = Depends(get_ctx), idem: Idempotency = Depends(idempotency)
+) -> Response:
+    """Billing stops at once; the GPUs are released (a later start may land elsewhere)."""
+    return _act_once(ctx, idem, ident, instances.stop)
+
+
+@router.post("/{ident}/start", response_model=schemas.InstanceRead, responses=IDEMPOTENCY_RESPONSES)
+def start(
+    ident: str, ctx: Ctx = Depends(get_ctx), idem: Idempotency = Depends(idempotency)
+) -> Response:
+    """A stopped instance goes back to the scheduler; the balance must cover an hour."""
+    return _act_once(ctx, idem, ident, instances.start)
+
+
+@router.delete("/{ident}", response_model=schemas.InstanceRead)
+def terminate(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.InstanceRead:
+    """Idempotent."""
+    return _act(ctx, ident, instances.terminate)

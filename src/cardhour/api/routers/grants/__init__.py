@@ -1,0 +1,1 @@
+"""Routes: grant proposals, reviews, decisions and grant hours."""

@@ -1,0 +1,1 @@
+"""Routes: the app marketplace (apps, calls, earnings, payouts)."""

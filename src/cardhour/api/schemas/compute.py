@@ -1,0 +1,247 @@
+"""Offers, instances and clusters, images, nodes and defragmentation.
+
+Pure pydantic: the typed client (`cardhour.client`) imports these too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field, StrictBool, StrictInt
+
+from cardhour.api.schemas.billing import QuoteRead
+
+
+class RecommendationRead(BaseModel):
+    available: bool
+    summary: str
+    nodes: list[str]
+    ib_leaves: list[str]
+    interconnect: str
+    reason: str | None = None
+    expected_busbw_gbps: float | None = Field(
+        default=None,
+        description="All-reduce busbw a healthy placement reaches (nccl-tests, large messages).",
+    )
+
+
+class GpuSpecRead(BaseModel):
+    name: str
+    bf16_tflops: str
+    memory_gb: int
+    in_node_link: str
+    nvlink: bool
+
+
+class WeightsPlanRead(BaseModel):
+    id: str = Field(examples=["llama3-70b"])
+    mount: str = Field(examples=["/models/llama3-70b"])
+    local: bool = Field(description="Cached in this data centre.")
+    copy_seconds: int = Field(description="Estimated copy time when not local (0 when local).")
+
+
+class OfferRead(BaseModel):
+    gpu: str
+    gpu_name: str
+    data_centre: str
+    data_centre_name: str
+    ownership: str
+    gpus_per_node: int
+    total_gpus: int
+    free_gpus: int
+    free_nodes: int
+    currency: str
+    price_per_card_hour: str
+    monthly_price_per_card_hour: str
+    spec: GpuSpecRead
+    quote: QuoteRead
+    weights: WeightsPlanRead | None = Field(
+        default=None, description="With `?weights=`: cached here, or copied in first."
+    )
+    recommendation: RecommendationRead | None = None
+
+
+class InstanceCreate(BaseModel):
+    gpu: str = Field(examples=["H100"])
+    count: StrictInt = Field(default=1, examples=[1], description="GPUs (per node if `nodes`).")
+    nodes: StrictInt = Field(
+        default=1,
+        description="A cluster of this many whole nodes (`count` = GPUs of one node), "
+        "gang-placed on the fewest InfiniBand leaves; up to 128.",
+    )
+    name: str | None = Field(default=None, examples=["my-h100"])
+    bare_metal: StrictBool = Field(
+        default=False,
+        description="Whole nodes held exclusively (`count` a multiple of the node's GPUs).",
+    )
+    weights: str | None = Field(
+        default=None,
+        description="Model weights to mount at /models/<id> (GET /offers?weights= says where "
+        "they are cached); placement prefers a data centre that holds them.",
+        examples=["llama3-70b"],
+    )
+    image: str | None = Field(default=None, examples=["pytorch-2.3-cuda12.3"])
+    ssh_key: str | None = Field(default=None, description="OpenSSH public key.")
+    plan: str = Field(
+        default="on_demand",
+        description="on_demand (billed per second, one hour held at launch) or monthly "
+        "(30 days prepaid at 35% off, charged when it first runs; it keeps its GPUs).",
+    )
+    at_expiry: str = Field(
+        default="stop", description="Monthly plan: `stop` or `on_demand` when the 30 days end."
+    )
+    quote_id: str | None = Field(
+        default=None, description="A valid quote from POST /quotes: its price is honoured."
+    )
+    movable: StrictBool = Field(
+        default=False,
+        description="The operator may live-migrate this instance to defragment the fleet "
+        "(the migration itself is not automated yet).",
+    )
+
+
+class EventRead(BaseModel):
+    at: datetime
+    from_status: str | None
+    to_status: str
+    reason: str | None
+
+
+class StageRead(BaseModel):
+    """One readiness stage of the instance's latest placement."""
+
+    name: str = Field(
+        description="allocated | booting | keys_injected | topology_detected | nccl_gate | ready"
+    )
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: str | None = Field(description="ok | failed | skipped; null while it runs")
+    detail: dict[str, Any] = {}
+
+
+class SlurmFilesRead(BaseModel):
+    files: dict[str, str] = Field(
+        description="`slurm.conf`, `gres.conf` and `topology.conf` for the cluster's own Slurm."
+    )
+
+
+class ImageRead(BaseModel):
+    id: str = Field(examples=["pytorch-2.3-cuda12.3"])
+    name: str
+    description: str
+    versions: dict[str, str] = Field(examples=[{"pytorch": "2.3.1", "cuda": "12.3"}])
+    default: bool = Field(description="Used when a launch names no image.")
+
+
+class ClusterNodeRead(BaseModel):
+    rank: int
+    role: str = Field(description="head | worker")
+    hostname: str = Field(description="NAME for the head, NAME-workerN for the others.")
+    node: str
+    address: str
+    gpus: int
+    env: dict[str, str] = Field(
+        description="MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK, NPROC_PER_NODE, WORLD_SIZE, "
+        "NCCL_IB_HCA (or NCCL_IB_DISABLE)."
+    )
+
+
+class ClusterRead(BaseModel):
+    nodes: list[ClusterNodeRead]
+    hostfile: str = Field(description="`HOSTNAME slots=GPUS` lines (DeepSpeed / Open MPI).")
+
+
+class InstanceRead(BaseModel):
+    id: str
+    name: str
+    status: str
+    status_reason: str | None
+    gpu: str
+    count: int
+    image: str
+    plan: str
+    plan_until: datetime | None = Field(
+        default=None, description="Monthly plan: prepaid until then."
+    )
+    at_expiry: str | None = Field(
+        default=None, description="Monthly plan: `stop` or `on_demand` at its end."
+    )
+    movable: bool
+    bare_metal: bool = False
+    data_centre: str | None
+    nodes: list[str]
+    currency: str
+    price_per_card_hour: str
+    cost_so_far: str = Field(
+        description="Usage charged so far, to the micro-unit (a monthly plan's prepaid price "
+        "is not included: it shows in the statement)."
+    )
+    held: str = Field(
+        default="0.000000", description="Set aside for it at launch or start, not yet used."
+    )
+    connection: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    events: list[EventRead] = []
+    stages: list[StageRead] = Field(
+        default=[], description="Readiness stages of the latest placement (detail views)."
+    )
+    weights: WeightsPlanRead | None = Field(
+        default=None, description="Model weights asked for at launch, and where they come from."
+    )
+    cluster: ClusterRead | None = Field(
+        default=None, description="Roles, hostnames and job environment (detail views)."
+    )
+    gate: dict[str, Any] | None = Field(
+        default=None,
+        description="The nccl-tests gate's figures: `nccl_busbw_gbps` per node, "
+        "`across_nodes_gbps`, thresholds.",
+    )
+
+
+class ReplicaShareRead(BaseModel):
+    """What one marketplace app replica holds on a node."""
+
+    replica: str
+    app: str | None = Field(description="The app's slug (null when the app is gone).")
+    version: int
+    gpus: list[int] = Field(description="GPU indices; empty for a CPU-only replica.")
+    gpu_milli: int = Field(description="Milli-GPU held of each GPU in `gpus` (1000: whole).")
+    cpu_milli: int
+    memory_mib: int
+
+
+class NodeRead(BaseModel):
+    id: str
+    data_centre: str
+    gpu: str
+    gpu_count: int
+    used_gpus: list[int] = Field(description="GPU indices instances use.")
+    app_replicas: list[ReplicaShareRead] = Field(
+        default_factory=list, description="Shares marketplace app replicas hold."
+    )
+    free_gpus: int = Field(description="Whole cards no instance and no replica holds any of.")
+    ib_leaf: str | None
+    ib_spine: str | None
+    schedulable: bool
+    drained_reason: str | None = Field(
+        default=None, description="Why the readiness gate drained it (until resumed)."
+    )
+
+
+class DefragMoveRead(BaseModel):
+    instance: str = Field(description="The instance to move (its id).")
+    from_node: str
+    to_node: str
+    gpus: list[int] = Field(description="The GPU indices it would take on `to_node`.")
+
+
+class DefragRead(BaseModel):
+    """A proposal only: nothing is moved. No moves and `fits_now`: the request fits as is."""
+
+    request: str = Field(examples=["H100:8"])
+    fits_now: bool
+    moves: list[DefragMoveRead]
+    target_nodes: list[str] = Field(description="Where the request fits once the moves are done.")
+    reason: str | None = Field(description="Why no plan exists (null when there is one).")

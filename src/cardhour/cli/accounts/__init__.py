@@ -1,0 +1,1 @@
+"""CLI: sign-up, login, SSH keys."""

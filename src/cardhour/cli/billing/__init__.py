@@ -1,0 +1,1 @@
+"""CLI: balance, prices, statements and the ledger check."""

@@ -1,0 +1,1 @@
+"""CLI: offers, launch, instances, ssh and Slurm files."""

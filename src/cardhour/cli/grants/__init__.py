@@ -1,0 +1,1 @@
+"""CLI: grant proposals (team side) and their review (reviewers and admins)."""

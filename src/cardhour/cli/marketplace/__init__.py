@@ -1,0 +1,1 @@
+"""CLI: the app marketplace."""

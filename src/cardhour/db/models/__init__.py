@@ -1,0 +1,73 @@
+"""Tables as SQLAlchemy 2 rows, one module per capability, all on one `Base`.
+
+Importing this package registers every table on `Base.metadata` (migrations and the schema
+check rely on it). Money columns are BigInteger micro-units; never floats.
+"""
+
+from cardhour.db.models.accounts import ApiKeyRow, NotificationRow, SshKeyRow, UserRow
+from cardhour.db.models.base import TS, Base
+from cardhour.db.models.billing import (
+    LedgerAccountRow,
+    LedgerTransferRow,
+    PriceVersionRow,
+    QuoteRow,
+    UsageSegmentRow,
+)
+from cardhour.db.models.compute import (
+    AllocationRow,
+    InstanceEventRow,
+    InstanceRow,
+    InstanceStageRow,
+    NodeRow,
+)
+from cardhour.db.models.grants import (
+    GrantMemberRow,
+    GrantRow,
+    ProposalEventRow,
+    ProposalMemberRow,
+    ProposalReviewerRow,
+    ProposalReviewRow,
+    ProposalRow,
+)
+from cardhour.db.models.idempotency import IdempotencyKeyRow
+from cardhour.db.models.marketplace import (
+    AppCallRow,
+    AppReplicaRow,
+    AppRow,
+    AppVersionRow,
+    PayoutRow,
+    gpu_indices,
+)
+
+__all__ = [
+    "TS",
+    "AllocationRow",
+    "ApiKeyRow",
+    "AppCallRow",
+    "AppReplicaRow",
+    "AppRow",
+    "AppVersionRow",
+    "Base",
+    "GrantMemberRow",
+    "GrantRow",
+    "IdempotencyKeyRow",
+    "InstanceEventRow",
+    "InstanceRow",
+    "InstanceStageRow",
+    "LedgerAccountRow",
+    "LedgerTransferRow",
+    "NodeRow",
+    "NotificationRow",
+    "PayoutRow",
+    "PriceVersionRow",
+    "ProposalEventRow",
+    "ProposalMemberRow",
+    "ProposalReviewRow",
+    "ProposalReviewerRow",
+    "ProposalRow",
+    "QuoteRow",
+    "SshKeyRow",
+    "UsageSegmentRow",
+    "UserRow",
+    "gpu_indices",
+]

@@ -1,0 +1,144 @@
+"""Nodes, their allocations, instances with their stages and events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from cardhour.db.models.base import TS, Base
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    data_centre: Mapped[str] = mapped_column(String(32), index=True)
+    gpu_model: Mapped[str] = mapped_column(String(32), index=True)
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    cpus: Mapped[int] = mapped_column(Integer)
+    memory_gb: Mapped[int] = mapped_column(Integer)
+    ib_leaf: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    ib_spine: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    ib_rails: Mapped[int] = mapped_column(Integer, default=0)
+    ib_gbps_per_rail: Mapped[int] = mapped_column(Integer, default=0)
+    schedulable: Mapped[bool] = mapped_column(default=True)
+    allocation_version: Mapped[int] = mapped_column(Integer, default=0)
+    # set when the node failed a readiness check: unschedulable until an operator resumes it
+    drained_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class AllocationRow(Base):
+    """One GPU held by one instance. The unique constraint makes double allocation impossible."""
+
+    __tablename__ = "allocations"
+    __table_args__ = (UniqueConstraint("node_id", "gpu_index", name="uq_allocation_gpu"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"))
+    gpu_index: Mapped[int] = mapped_column(Integer)
+
+
+class InstanceRow(Base):
+    __tablename__ = "instances"
+    __table_args__ = (
+        Index("ix_instances_status", "status"),
+        # a name is unique among an owner's instances that are not terminated
+        Index(
+            "uq_instances_owner_live_name",
+            "owner_id",
+            "name",
+            unique=True,
+            sqlite_where=text("status <> 'terminated'"),
+            postgresql_where=text("status <> 'terminated'"),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    gpu_model: Mapped[str] = mapped_column(String(32))
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    image: Mapped[str] = mapped_column(String(64))
+    ssh_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    plan: Mapped[str] = mapped_column(String(16))
+    # the operator may live-migrate it to defragment the fleet (moves are only proposed so far)
+    movable: Mapped[bool] = mapped_column(default=False, server_default=false())
+    status: Mapped[str] = mapped_column(String(16))
+    status_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    desired: Mapped[str] = mapped_column(String(16))  # "running" | "stopped" | "terminated"
+    data_centre: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    price_micros: Mapped[int] = mapped_column(BigInteger)  # per card-hour, of the open segment
+    # a valid quote's price at launch: placement never charges more than it
+    quoted_price_micros: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    quote_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # monthly plan: prepaid until `plan_until`; then "on_demand" (billed per second) or "stop"
+    plan_until: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    plan_at_expiry: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    currency: Mapped[str] = mapped_column(String(3))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    external_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    connection: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON
+    running_since: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    usage_closed: Mapped[int] = mapped_column(BigInteger, default=0)  # milli-GPU-seconds
+    billed_micros: Mapped[int] = mapped_column(BigInteger, default=0)  # usage charged in all
+    # exact cost of the finished segments = billed_closed_micros + closed_frac / 3,600,000 µ
+    billed_closed_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    closed_frac: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    charged_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    # the user's open request to run it (launch or start), until it is ready or given up:
+    # the SLA's clock (`services.sla`); a node replaced by the platform does not restart it
+    requested_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    # the SLA's window in force at launch (catalog `sla_ready_within_seconds`), and when the
+    # owner was told the current request missed it
+    sla_seconds: Mapped[int] = mapped_column(Integer, default=900, server_default="900")
+    sla_warned_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    # the nodes in rank order (JSON list) as placed; a replacement node takes its rank
+    node_order: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # model weights asked for at launch (catalog `model_weights` id), mounted at /models/<id>
+    weights: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # bare metal: whole nodes held exclusively (no other workload shares them), never containers
+    bare_metal: Mapped[bool] = mapped_column(default=False, server_default=false())
+    lease_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(TS)
+    updated_at: Mapped[datetime] = mapped_column(TS)
+
+
+class InstanceStageRow(Base):
+    """One readiness stage of one placement (`attempt`) of an instance (`core.readiness`)."""
+
+    __tablename__ = "instance_stages"
+    __table_args__ = (UniqueConstraint("instance_id", "attempt", "name", name="uq_instance_stage"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(TS)
+    finished_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)  # ok|failed|skipped
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON
+
+
+class InstanceEventRow(Base):
+    __tablename__ = "instance_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    at: Mapped[datetime] = mapped_column(TS)
+    from_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    to_status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -1,0 +1,3 @@
+"""Fragmentation gradient descent: the score, its per-node table, and the lookahead over sampled
+futures.
+"""

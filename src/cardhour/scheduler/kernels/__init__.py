@@ -1,0 +1,1 @@
+"""The scheduler's compiled kernels (numba) and their on-disk cache."""

@@ -1,0 +1,481 @@
+"""Instances: the intent side (create, stop, start, terminate) and the one state function.
+
+The API calls these and commits; nothing here calls a backend. Reconcilers converge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from cardhour.core import cluster, slurmconf
+from cardhour.core.catalog import Catalog
+from cardhour.core.clock import as_utc
+from cardhour.core.cluster import ClusterNode
+from cardhour.core.errors import (
+    Conflict,
+    InsufficientBalance,
+    InvalidInput,
+    InvalidTransition,
+    NoCapacity,
+    NotFound,
+)
+from cardhour.core.gpus import validate_gpu_count
+from cardhour.core.money import Money
+from cardhour.core.slurmconf import SlurmFiles
+from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transition
+from cardhour.db.models import InstanceEventRow, InstanceRow, UserRow
+from cardhour.scheduler import Pending, Scheduler
+from cardhour.services.accounts import ssh_keys
+from cardhour.services.billing import ledger, metering, pricing, wallet
+from cardhour.services.compute import fleet, placement, sla
+from cardhour.services.ids import new_id
+from cardhour.store.compute import instances as store
+from cardhour.store.compute import nodes as node_store
+
+S = InstanceStatus
+_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+#: Statuses in which an instance keeps its hold (money set aside at launch or start).
+COMMITTED = (S.PENDING, S.PROVISIONING, S.RUNNING)
+PLAN_PERIOD = timedelta(days=30)
+AT_EXPIRY = ("stop", "on_demand")
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    gpu: str
+    count: int
+    name: str | None = None
+    image: str | None = None
+    ssh_key: str | None = None
+    plan: str = Plan.ON_DEMAND.value
+    movable: bool = False  # the operator may move it to defragment the fleet
+    quote_id: str | None = None  # a valid quote caps the price of the first placement
+    at_expiry: str = "stop"  # monthly plan: "stop" or "on_demand" when the 30 days end
+    nodes: int = 1  # > 1: a cluster of whole nodes, `count` GPUs each
+    weights: str | None = None  # model weights to mount (placement prefers where they are)
+    bare_metal: bool = False  # whole nodes held exclusively
+
+
+def switch_status(
+    session: Session,
+    row: InstanceRow,
+    new: InstanceStatus,
+    now: datetime,
+    reason: str | None = None,
+) -> None:
+    """The only way an instance changes state: checks the transition, keeps metering and GPU
+    allocations consistent with the new state, and records an event — all in the caller's
+    transaction."""
+    current = S(row.status)
+    if not can_transition(current, new):
+        raise InvalidTransition(f"instance {row.name} cannot go from {current} to {new}")
+    end_plan_if_over(session, row, now)
+    if current == S.RUNNING:
+        metering.close_usage(session, row, now, pricing.history(session))
+    if new == S.FAILED:  # lost by the platform, running or while a node was being replaced
+        _refund_unused_plan(session, row, now)
+    if new == S.RUNNING:
+        # ready again after the platform replaced a node (no request open): the run goes on
+        # at its price
+        repaired = row.requested_at is None and store.has_run(session, row.id)
+        if row.plan == Plan.MONTHLY.value and row.plan_until is None:
+            _start_plan(session, row, now)
+        elif not metering.on_plan(row, now):
+            if row.data_centre is not None and not repaired:  # the price in force now
+                prices = pricing.history(session)
+                # a quote caps the price until the instance first runs, however often the
+                # platform had to place it again before that
+                first = row.quoted_price_micros is not None and not store.has_run(session, row.id)
+                row.price_micros = pricing.run_price(
+                    prices, row, row.data_centre, now, first
+                ).micros
+            metering.open_usage(row, now)
+    if current in COMMITTED and new not in COMMITTED:
+        wallet.release_hold(session, row, now)
+    if current in HOLDS_GPUS and new not in HOLDS_GPUS:
+        node_store.release_allocations(session, row.id)
+    if current == S.STOPPED and new == S.PENDING:  # a user's start; not a replacement
+        row.requested_at, row.sla_warned_at = now, None
+    # given up before it was ready (a running instance's request was settled when it ran)
+    given_up = current in (S.PENDING, S.PROVISIONING) and new not in COMMITTED
+    row.status = new.value
+    row.status_reason = reason
+    row.updated_at = now
+    row.lease_token = None
+    row.lease_expires_at = None
+    store.add_event(
+        session,
+        InstanceEventRow(
+            instance_id=row.id,
+            at=now,
+            from_status=current.value,
+            to_status=new.value,
+            reason=reason,
+        ),
+    )
+    if new == S.RUNNING:
+        sla.settle_ready(session, row, now)
+    elif given_up:  # time back if the SLA window had passed
+        sla.settle_given_up(session, row, now, by_platform=new == S.FAILED)
+
+
+def _start_plan(session: Session, row: InstanceRow, now: datetime) -> None:
+    """The monthly plan starts when the instance first runs: its price for the data centre it
+    landed in is taken from the hold up front, the rest of the hold goes back."""
+    total = pricing.plan_total(metering.price_of(row), row.gpu_count).micros
+    book = wallet.open_wallet(session, now, [row.owner_id], ["revenue"])
+    from_hold = min(total, wallet.hold_balance(book, row))
+    revenue = ledger.platform_key("revenue")
+    if from_hold:
+        book.transfer(
+            f"plan:{row.id}:hold",
+            ledger.hold_key(row.owner_id, row.id),
+            revenue,
+            from_hold,
+            "plan",
+            row.id,
+        )
+    # the hold was the dearest data centre's plan and placement never charges more: nothing is
+    # left to draw, and if something were, it must not overdraw
+    wallet.draw(
+        book,
+        row.owner_id,
+        row.gpu_model,
+        total - from_hold,
+        revenue,
+        f"plan:{row.id}",
+        "plan",
+        row.id,
+        overdraft=False,
+    )
+    book.flush()
+    wallet.release_hold(session, row, now)  # what the plan did not take
+    row.plan_until = now + PLAN_PERIOD
+
+
+def end_plan_if_over(session: Session, row: InstanceRow, now: datetime) -> bool:
+    """A monthly plan whose 30 days are over becomes on demand wherever the row is next seen
+    (the metering pass, a state change, a stop, a start). A running instance whose owner chose
+    `on_demand` is billed from the plan's end; one whose owner chose `stop` is not billed for
+    the moments until it stops (the metering pass stops it). Returns True when it ended now."""
+    if row.plan != Plan.MONTHLY.value or row.plan_until is None:
+        return False
+    ended = as_utc(row.plan_until)
+    if ended > now:
+        return False
+    row.plan = Plan.ON_DEMAND.value
+    running = row.status == S.RUNNING.value and row.running_since is None
+    if running and row.plan_at_expiry == "on_demand" and row.data_centre is not None:
+        row.price_micros = pricing.history(session).at(row.gpu_model, row.data_centre, ended).micros
+        metering.open_usage(row, ended)
+    return True
+
+
+def _refund_unused_plan(session: Session, row: InstanceRow, now: datetime) -> None:
+    """The platform lost a prepaid instance: the unused part of the plan goes back as cash
+    (pro rata by the second, rounded down)."""
+    if not metering.on_plan(row, now) or row.plan_until is None:
+        return
+    left = (as_utc(row.plan_until) - now) // timedelta(seconds=1)
+    paid = pricing.plan_total(metering.price_of(row), row.gpu_count).micros
+    refund = paid * left // int(PLAN_PERIOD.total_seconds())
+    row.plan_until = now
+    if refund > 0:
+        ledger.post(
+            session,
+            f"plan_refund:{row.id}",
+            ledger.platform_key("revenue"),
+            ledger.user_key(row.owner_id, ledger.CASH),
+            Money(refund, row.currency),
+            "plan_refund",
+            now,
+            row.id,
+        )
+
+
+def _validate_name(name: str | None, model_id: str) -> str:
+    if name is None or name == "":
+        return f"{model_id.lower()}-{secrets.token_hex(3)}"
+    if not _NAME.fullmatch(name):
+        raise InvalidInput(
+            f"bad instance name {name!r}: 1-63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return name
+
+
+MAX_CLUSTER_NODES = 128
+
+
+def cluster_count(
+    shapes: dict[str, placement.NodeShape], model_id: str, per_node: int, nodes: int
+) -> int:
+    """All GPUs of a cluster of `nodes` whole nodes; InvalidInput unless `per_node` is a node."""
+    if not 1 <= nodes <= MAX_CLUSTER_NODES:
+        raise InvalidInput(f"a cluster has 1 to {MAX_CLUSTER_NODES} nodes, not {nodes}")
+    shape = shapes.get(model_id)
+    if shape is None:
+        raise NoCapacity(f"no {model_id} node in this fleet")
+    if per_node != shape.gpus:
+        raise InvalidInput(
+            f"a cluster takes whole nodes: ask for {model_id}:{shape.gpus} per node "
+            f"(got {per_node}), e.g. --gpu {model_id}:{shape.gpus} --nodes {nodes}"
+        )
+    return validate_gpu_count(per_node * nodes)
+
+
+def committed_hour(session: Session, owner_id: str) -> Money | None:
+    """One hour of every on-demand instance of the owner that is running or about to run."""
+    total: Money | None = None
+    for row in store.list_owned(session, owner_id):
+        if S(row.status) in COMMITTED and row.plan == Plan.ON_DEMAND.value:
+            cost = metering.hourly_cost(row)
+            total = cost if total is None else total + cost
+    return total
+
+
+def _hold(
+    session: Session,
+    row: InstanceRow,
+    amount: Money,
+    what: str,
+    now: datetime,
+    usage_price: Money | None = None,
+) -> None:
+    """Set `amount` aside for the instance; InsufficientBalance names what it was for.
+    `usage_price`: the hold is for on-demand usage at that price (grant hours count toward it)."""
+    try:
+        wallet.place_hold(session, row, amount, now, usage_price.micros if usage_price else 0)
+    except InsufficientBalance as exc:
+        raise InsufficientBalance(
+            f"available balance {exc.details.get('available')} {amount.currency} does not "
+            f"cover {what} ({amount.format()} {amount.currency})",
+            needed=amount.format(),
+            available=exc.details.get("available"),
+        ) from None
+
+
+def create(
+    session: Session,
+    catalog: Catalog,
+    scheduler: Scheduler,
+    user: UserRow,
+    req: LaunchRequest,
+    now: datetime,
+) -> InstanceRow:
+    """Validate, price, check the balance covers an hour, and record a `pending` instance.
+
+    Raises NoCapacity if the request could not be placed even on an all-free fleet."""
+    model = catalog.model(req.gpu)
+    count = validate_gpu_count(req.count)
+    if req.plan not in (Plan.ON_DEMAND.value, Plan.MONTHLY.value):
+        raise InvalidInput(f"unknown plan {req.plan!r}; plans: on_demand, monthly")
+    if req.at_expiry not in AT_EXPIRY:
+        raise InvalidInput(f"unknown at_expiry {req.at_expiry!r}; choose stop or on_demand")
+    image = catalog.image(req.image)
+    weights = catalog.model_weights(req.weights).id if req.weights else None
+    extra_key = req.ssh_key if req.ssh_key is not None and req.ssh_key.strip() else None
+    ssh_key = ssh_keys.authorized_keys(session, user.id, extra_key)
+    name = _validate_name(req.name, model.id)
+    state = fleet.load(session, catalog, all_free=True).state
+    shapes = placement.node_shapes(state)
+    if req.nodes != 1:
+        count = cluster_count(shapes, model.id, count, req.nodes)
+    size = shapes[model.id].gpus if model.id in shapes else None
+    if req.bare_metal and size is not None and count % size:
+        raise InvalidInput(
+            f"bare metal takes whole nodes: ask for {model.id}:{size} (or --nodes), not {count}"
+        )
+    request = placement.to_request(shapes, "launch", model.id, count, bare_metal=req.bare_metal)
+    ever = (
+        request
+        if isinstance(request, Pending)
+        else scheduler.place(state, request, look_ahead=False)  # whether, not where
+    )
+    if isinstance(ever, Pending):
+        raise NoCapacity(f"no {count} × {model.id} can be placed on this fleet: {ever.reason}")
+    price = pricing.launch_price(
+        pricing.history(session, catalog), catalog, model.id, req.plan, now
+    )
+    quoted: Money | None = None
+    if req.quote_id:
+        quote = pricing.honoured_quote(session, user, req.quote_id, model.id, count, req.plan, now)
+        quoted = Money(quote.price_micros, quote.currency)
+        price = min(price, quoted)
+    elif req.plan == Plan.MONTHLY.value:
+        quoted = price  # what is held is the most the plan will cost
+    monthly = req.plan == Plan.MONTHLY.value
+    if store.name_taken(session, user.id, name):  # this user's launches, so check names here
+        raise Conflict(f"you already have an instance named {name!r}", field="name")
+    row = InstanceRow(
+        id=new_id(),
+        owner_id=user.id,
+        name=name,
+        gpu_model=model.id,
+        gpu_count=count,
+        image=image.id,
+        ssh_key=ssh_key,
+        plan=req.plan,
+        plan_at_expiry=req.at_expiry if monthly else None,
+        quote_id=req.quote_id,
+        quoted_price_micros=quoted.micros if quoted is not None else None,
+        movable=req.movable,
+        status=S.PENDING.value,
+        status_reason="waiting for the scheduler",
+        desired="running",
+        price_micros=price.micros,
+        currency=price.currency,
+        attempt=0,
+        usage_closed=0,
+        billed_micros=0,
+        billed_closed_micros=0,
+        created_at=now,
+        updated_at=now,
+        requested_at=now,
+        sla_seconds=catalog.sla_ready_within_seconds,
+        weights=weights,
+        bare_metal=req.bare_metal,
+    )
+    store.add_instance(session, row)
+    store.add_event(
+        session,
+        InstanceEventRow(
+            instance_id=row.id,
+            at=now,
+            from_status=None,
+            to_status=S.PENDING.value,
+            reason="created",
+        ),
+    )
+    if monthly:
+        _hold(session, row, pricing.plan_total(price, count), "the 30-day plan", now)
+    else:
+        _hold(session, row, price.times(count), "one hour of this instance", now, price)
+    return row
+
+
+def get(session: Session, user: UserRow, id_or_name: str, lock: bool = False) -> InstanceRow:
+    """The caller's instance; another tenant's instance is indistinguishable from a missing one."""
+    row = store.get_owned(session, user.id, id_or_name, lock=lock)
+    if row is None:
+        raise NotFound(f"no instance {id_or_name!r}")
+    return row
+
+
+def list_for(
+    session: Session, user: UserRow, include_terminated: bool = False
+) -> list[InstanceRow]:
+    return store.list_owned(session, user.id, include_terminated)
+
+
+def nodes_of(session: Session, row: InstanceRow) -> list[str]:
+    """The nodes the instance holds GPUs on now (empty when it holds none)."""
+    return sorted({a.node_id for a in node_store.allocations_of(session, row.id)})
+
+
+def cluster_of(session: Session, row: InstanceRow) -> list[ClusterNode]:
+    """The instance's nodes as a cluster (`core.cluster`), while it holds any; addresses from
+    the backend's connection details (`hosts`), else the node ids."""
+    gpus_by_node: dict[str, list[int]] = {}
+    for alloc in node_store.allocations_of(session, row.id):
+        gpus_by_node.setdefault(alloc.node_id, []).append(alloc.gpu_index)
+    if not gpus_by_node:
+        return []
+    connection = json.loads(row.connection) if row.connection else {}
+    hosts = connection.get("hosts")
+    addresses = {str(k): str(v) for k, v in hosts.items()} if isinstance(hosts, dict) else {}
+    rails = {n.id: n.ib_rails for n in node_store.list_nodes(session) if n.id in gpus_by_node}
+    order = json.loads(row.node_order) if row.node_order else []
+    return cluster.layout(row.name, gpus_by_node, addresses, rails, order)
+
+
+def slurm_files(session: Session, row: InstanceRow) -> SlurmFiles:
+    """One-click Slurm: the files that make the instance's nodes a Slurm cluster of its own
+    (`core.slurmconf`), the head as controller, the IB leaves and spines as its tree.
+    Conflict while the instance holds no nodes."""
+    nodes = cluster_of(session, row)
+    if not nodes or row.status != S.RUNNING.value:
+        raise Conflict(f"instance {row.name} is {row.status}: Slurm needs it running")
+    rows = {n.id: n for n in node_store.list_nodes(session) if n.id in {c.node for c in nodes}}
+    return slurmconf.render(
+        row.name,
+        [
+            slurmconf.SlurmNode(
+                name=n.hostname,
+                address=n.address,
+                gpus=n.gpus,
+                gpu_type=row.gpu_model.lower(),
+                cpus=rows[n.node].cpus,
+                memory_mb=rows[n.node].memory_gb * 1024,
+                leaf=rows[n.node].ib_leaf,
+                spine=rows[n.node].ib_spine,
+            )
+            for n in nodes
+        ],
+    )
+
+
+def events_of(session: Session, row: InstanceRow) -> list[InstanceEventRow]:
+    return store.list_events(session, row.id)
+
+
+def stop(session: Session, user: UserRow, id_or_name: str, now: datetime) -> InstanceRow:
+    row = get(session, user, id_or_name, lock=True)
+    status = S(row.status)
+    if status in (S.STOPPED, S.STOPPING) and row.desired == "stopped":
+        return row
+    if status in (S.FAILED, S.TERMINATED) or row.desired == "terminated":
+        raise InvalidTransition(f"instance {row.name} is {status}: it cannot be stopped")
+    end_plan_if_over(session, row, now)
+    if metering.on_plan(row, now) and row.plan_until is not None:
+        raise InvalidTransition(
+            f"instance {row.name} is on a monthly plan until "
+            f"{as_utc(row.plan_until):%Y-%m-%d %H:%M} UTC and keeps its GPUs until then; "
+            "terminate it to give them up (no refund)"
+        )
+    row.desired = "stopped"
+    if status == S.PENDING:
+        switch_status(session, row, S.STOPPED, now, "stopped by user before placement")
+    elif status in (S.PROVISIONING, S.RUNNING):
+        switch_status(session, row, S.STOPPING, now, "stop requested by user")
+    return row
+
+
+def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> InstanceRow:
+    row = get(session, user, id_or_name, lock=True)
+    status = S(row.status)
+    if status in COMMITTED:
+        return row
+    if status != S.STOPPED or row.desired == "terminated":
+        raise InvalidTransition(f"instance {row.name} is {status}: only a stopped one can start")
+    end_plan_if_over(session, row, now)
+    if row.plan == Plan.MONTHLY.value and row.plan_until is None and row.quoted_price_micros:
+        # stopped before its plan began: the 30 days are held again, at the launch's price
+        plan_price = Money(row.quoted_price_micros, row.currency)
+        _hold(session, row, pricing.plan_total(plan_price, row.gpu_count), "the 30-day plan", now)
+    else:
+        prices = pricing.history(session)
+        price = prices.highest(row.gpu_model, prices.data_centres(row.gpu_model), now)
+        _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now, price)
+    row.desired = "running"
+    switch_status(session, row, S.PENDING, now, "start requested by user (GPUs are re-allocated)")
+    return row
+
+
+def terminate(session: Session, user: UserRow, id_or_name: str, now: datetime) -> InstanceRow:
+    """Idempotent: terminating a terminated instance is fine."""
+    row = get(session, user, id_or_name, lock=True)
+    status = S(row.status)
+    row.desired = "terminated"
+    if status in (S.PENDING, S.STOPPED, S.FAILED):
+        switch_status(session, row, S.TERMINATED, now, "terminated by user")
+    elif status in (S.PROVISIONING, S.RUNNING):
+        switch_status(session, row, S.STOPPING, now, "terminate requested by user")
+    session.flush()
+    return row

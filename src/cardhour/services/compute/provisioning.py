@@ -1,0 +1,135 @@
+"""The database side of the provisioning reconciler: claim rows under a lease, apply outcomes.
+
+Pattern (DESIGN.md rule 4): `claim` in one short transaction writes a lease token; the reconciler
+calls the backend with no transaction open; `apply_*` in another transaction changes the row only
+if the token still matches (otherwise another worker or a user action got there first).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from cardhour.core.clock import as_utc
+from cardhour.core.states import InstanceStatus
+from cardhour.db.models import InstanceRow
+from cardhour.services.compute.instances import switch_status
+from cardhour.store.compute import instances as store
+from cardhour.store.compute import nodes as node_store
+
+S = InstanceStatus
+WORK_STATES = (S.PROVISIONING.value, S.STOPPING.value)
+
+
+@dataclass(frozen=True)
+class Claim:
+    instance_id: str
+    token: str
+    status: str
+    desired: str
+    external_name: str | None
+    gpu_model: str
+    gpu_count: int
+    image: str
+    ssh_key: str | None
+    gpus_by_node: dict[str, list[int]]
+    status_since: datetime  # when the row entered `status`
+    attempt: int = 0  # the placement being worked on (readiness stages are per placement)
+    bare_metal: bool = False
+    weights: str | None = None  # model weights to mount (catalog `model_weights` id)
+    data_centre: str | None = None
+
+
+def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) -> list[Claim]:
+    claims = []
+    for row in store.claimable(session, WORK_STATES, now, limit):
+        token = secrets.token_hex(8)
+        row.lease_token = token
+        row.lease_expires_at = now + timedelta(seconds=lease_seconds)
+        gpus: dict[str, list[int]] = {}
+        for alloc in node_store.allocations_of(session, row.id):
+            gpus.setdefault(alloc.node_id, []).append(alloc.gpu_index)
+        claims.append(
+            Claim(
+                row.id,
+                token,
+                row.status,
+                row.desired,
+                row.external_name,
+                row.gpu_model,
+                row.gpu_count,
+                row.image,
+                row.ssh_key,
+                gpus,
+                as_utc(row.updated_at),  # only a status change moves updated_at
+                row.attempt,
+                row.bare_metal,
+                row.weights,
+                row.data_centre,
+            )
+        )
+    session.flush()
+    return claims
+
+
+def fenced(session: Session, claim: Claim) -> InstanceRow | None:
+    """The claimed row, locked, while the claim's lease still holds it; else None."""
+    row = store.get_instance(session, claim.instance_id, lock=True)
+    if row is None or row.lease_token != claim.token or row.status != claim.status:
+        return None
+    return row
+
+
+def apply_running(session: Session, claim: Claim, connection: dict, now: datetime) -> bool:
+    row = fenced(session, claim)
+    if row is None:
+        return False
+    row.connection = json.dumps(connection, sort_keys=True)
+    switch_status(session, row, S.RUNNING, now, "ready")
+    return True
+
+
+def apply_failed(session: Session, claim: Claim, message: str, now: datetime) -> bool:
+    row = fenced(session, claim)
+    if row is None:
+        return False
+    switch_status(session, row, S.FAILED, now, message)
+    return True
+
+
+def apply_released(session: Session, claim: Claim, now: datetime) -> bool:
+    """The backend has nothing left: `stopping` ends in `stopped` or `terminated` as desired."""
+    row = fenced(session, claim)
+    if row is None:
+        return False
+    row.connection = None
+    final = S.TERMINATED if row.desired == "terminated" else S.STOPPED
+    switch_status(session, row, final, now, "released")
+    return True
+
+
+def release_lease(session: Session, claim: Claim, now: datetime) -> bool:
+    """Still in progress: let a later pass pick it up again, after rows waiting longer."""
+    row = fenced(session, claim)
+    if row is None:
+        return False
+    row.lease_token = None
+    row.lease_expires_at = now  # claims go to never-claimed rows first, then oldest release
+    session.flush()
+    return True
+
+
+def still_wanted(session: Session, claim: Claim) -> bool:
+    """Whether the workload `claim` launched still belongs to a live instance. A worker whose
+    lease was overtaken (a user stopped it, another worker finished it) must remove what it
+    created when this is false, or the machine leaks while its GPUs are handed out again."""
+    row = store.get_instance(session, claim.instance_id, lock=True)
+    return (
+        row is not None
+        and row.external_name == claim.external_name
+        and row.status in (S.PROVISIONING.value, S.RUNNING.value)
+    )

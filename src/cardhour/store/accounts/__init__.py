@@ -1,0 +1,1 @@
+"""Queries on users, API keys and SSH keys (flush, never commit)."""

@@ -1,0 +1,1 @@
+"""Queries on instances, nodes and allocations (flush, never commit)."""

@@ -1,0 +1,1 @@
+"""Queries on proposals, reviews, notifications and grants (flush, never commit)."""

@@ -1,0 +1,1 @@
+"""Queries on apps, their versions, calls, payouts and replicas (flush, never commit)."""
