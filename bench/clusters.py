@@ -93,8 +93,8 @@ def one_run(url: str, tmp: Path, gate: bool) -> dict[str, Any]:
         with transaction(platform.sessions) as s:
             user_row = accounts.get_user(s, user.id)
             assert user_row is not None
-            req = LaunchRequest("H100", 8, name="bench", nodes=NODES)
-            row = instances.create(s, platform.catalog, platform.policy, user_row, req, now)
+            req = LaunchRequest(gpu="H100", count=8, name="bench", nodes=NODES)
+            row = instances.create(s, platform.catalog, user_row, req, now)
             instance_id = row.id
         launched = time.perf_counter()
         platform.scheduler.step()

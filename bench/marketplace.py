@@ -52,6 +52,7 @@ from cardhour.services.billing import ledger
 from cardhour.services.marketplace import apps
 from cardhour.services.marketplace import earnings as app_earnings
 from cardhour.settings import Settings
+from cardhour.store.marketplace import calls as call_store
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_MS = 5.0
@@ -176,7 +177,7 @@ def insert_costs(platform: Platform, call: app_earnings.NewCall, n: int = 2000) 
     `Connection` (`engine.begin()` + `execute`, the baseline) and as the gateway runs it
     (`DirectStatement`); p50/p99 in ms. Run after the checks: these rows are never settled."""
     engine = platform.statements
-    stmt = app_earnings.record_statement(engine.dialect.name)
+    stmt = call_store.record_statement(engine.dialect.name)
     direct = DirectStatement(engine, stmt)
     times: dict[str, list[float]] = {"connection": [], "direct": []}
     for i in range(n):

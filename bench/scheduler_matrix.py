@@ -51,6 +51,8 @@ LOOKAHEAD = (
     "fgd/lookahead.py",
     "kernels/lookahead_cache.py",
     "kernels/lookahead_candidates.py",
+    "kernels/lookahead_choice.py",
+    "kernels/lookahead_state.py",
     "kernels/lookahead.py",
 )
 PER_POLICY = ("profiles.py", *LOOKAHEAD)

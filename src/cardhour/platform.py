@@ -33,6 +33,7 @@ from cardhour.db.engine import (
 from cardhour.db.migrate import upgrade
 from cardhour.reconcilers.apps import AppsReconciler
 from cardhour.reconcilers.base import Reconciler
+from cardhour.reconcilers.gateway import Gateway
 from cardhour.reconcilers.health import HealthReconciler
 from cardhour.reconcilers.inventory import InventoryReconciler
 from cardhour.reconcilers.metering import MeteringReconciler
@@ -43,7 +44,6 @@ from cardhour.scheduler import Scheduler, warm
 from cardhour.services.billing import customers, ledger, pricing
 from cardhour.services.compute import scheduling
 from cardhour.services.marketplace import demo as demo_apps
-from cardhour.services.marketplace.calls import Gateway
 from cardhour.services.marketplace.replicas import ReplicaPlacer
 from cardhour.settings import Settings, load_catalog
 
@@ -84,9 +84,7 @@ class Platform:
         window = settings.scheduler.workload_window
         if policy is None:
             with transaction(self.sessions) as session:
-                policy = scheduling.make_scheduler(
-                    session, self.catalog, settings.scheduler.policy, window
-                )
+                policy = scheduling.make_scheduler(session, settings.scheduler.policy, window)
         self.policy: Scheduler = policy
         # compiled here, outside any transaction: a first compile inside the scheduling cycle's
         # or a launch's transaction would hold the database's write lock for it
@@ -187,7 +185,7 @@ class Platform:
         return email, password
 
     def install_demo_apps(self) -> list[demo_apps.DemoApp]:
-        """List the demo apps (`services.demo_apps`; `cardhour up` calls it after
+        """List the demo apps (`services.marketplace.demo`; `cardhour up` calls it after
         `bootstrap_admin`); none when the setting is off or the folder is not here."""
         market = self.settings.marketplace
         folder = market.demo_apps_dir or Path(__file__).resolve().parents[2] / "examples" / "apps"
@@ -200,6 +198,7 @@ class Platform:
             self.settings.admin_email,
             self.trial(),
             self.clock.now(),
+            self.app_runtime.missing,
         )
 
     def trial(self) -> customers.Trial:

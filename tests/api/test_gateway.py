@@ -1,4 +1,4 @@
-"""The marketplace gateway's fast path on both databases (services/app_calls.py): calls are
+"""The marketplace gateway's fast path on both databases (reconcilers/gateway.py): calls are
 recorded with one statement and posted to the ledger in batches; a caller's concurrent calls
 cannot spend more cash than they have; a call id runs once at a time; its caches go on serving
 while they are read again and follow a delisting or a revoked key."""
@@ -13,10 +13,10 @@ from sqlalchemy import create_engine, select, text
 
 from cardhour.db.engine import normalise_url, transaction
 from cardhour.db.models import AppCallRow, LedgerTransferRow
+from cardhour.reconcilers import gateway
 from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import ledger
 from cardhour.services.marketplace import apps
-from cardhour.services.marketplace import calls as app_calls
 from cardhour.services.marketplace import earnings as app_earnings
 from tests.api.test_marketplace import MANIFEST, _admin, _package
 from tests.conftest import Api
@@ -110,31 +110,41 @@ def test_a_delisting_here_is_seen_at_once(api: Api) -> None:
     assert _invoke(api, caller) == 404
 
 
-def test_stale_entries_serve_while_read_again_then_follow_the_database(
-    api: Api, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_stale_entries_serve_while_read_again_then_follow_the_database(api: Api) -> None:
     """A change made elsewhere (another process: here the services, without `forget`): the
-    gateway serves its entry until a read on its refresher thread finds the change."""
+    gateway serves its entry until a read on its refresher thread finds the change. Ages are
+    measured on the platform's clock: the test moves it, nothing sleeps."""
     caller, _ = _listed(api)
+    other = api.signup()  # a key the gateway has not read yet
     api.top_up(caller, "1")
     assert _invoke(api, caller) == 200
-    monkeypatch.setattr(app_calls, "APP_TTL", 0.2)
-    monkeypatch.setattr(app_calls, "KEY_TTL", 0.2)
     with transaction(api.platform.sessions) as s:
         admin = accounts.get_user(s, _admin_id(api))
         assert admin
         apps.decide(s, admin, "doc-search", "delist", "elsewhere", api.clock.now())
         accounts.revoke(s, caller["Authorization"].split()[1], api.clock.now())
-    time.sleep(0.25)
+    assert _invoke(api, caller) == 200  # young entries serve as they are
+    api.clock.advance(gateway.KEY_TTL)  # key and app past their TTL, within STALE_LIMIT of it
     assert _invoke(api, caller) == 200  # stale: served, and read again meanwhile
-    deadline = time.monotonic() + 5
-    while (code := _invoke(api, caller)) == 200 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert code in (401, 404)  # whichever read landed first
-    time.sleep(0.3)
-    assert _invoke(api, caller) == 401  # the key is gone for good
+    api.platform.gateway.wait_refreshed()
+    assert _invoke(api, caller) == 401  # the key read again is revoked: gone for good
+    assert _invoke(api, other) == 404  # and the app read again is delisted
+    api.clock.advance(gateway.STALE_LIMIT * gateway.KEY_TTL)
+    assert _invoke(api, caller) == 401
     with transaction(api.platform.sessions) as s:
-        assert len(s.scalars(select(AppCallRow)).all()) >= 2  # the stale calls were charged
+        assert len(s.scalars(select(AppCallRow)).all()) == 3  # the stale calls were charged
+
+
+def test_an_entry_too_old_to_serve_is_read_on_the_calls_path(api: Api) -> None:
+    """Past `STALE_LIMIT` times its TTL an entry does not serve while read again: the call
+    reads it itself and sees the change at once."""
+    caller, _ = _listed(api)
+    api.top_up(caller, "1")
+    assert _invoke(api, caller) == 200
+    with transaction(api.platform.sessions) as s:
+        accounts.revoke(s, caller["Authorization"].split()[1], api.clock.now())
+    api.clock.advance(gateway.STALE_LIMIT * gateway.KEY_TTL)
+    assert _invoke(api, caller) == 401
 
 
 def _admin_id(api: Api) -> str:

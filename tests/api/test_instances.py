@@ -236,3 +236,24 @@ def test_openapi_and_health(api: Api) -> None:
     spec = api.client.get("/openapi.json").json()
     assert "/api/v1/instances" in spec["paths"] and "/api/v1/offers" in spec["paths"]
     assert api.client.get("/api/v1/health").json()["status"] == "ok"
+
+
+def test_a_launch_request_carries_the_api_bodys_fields_by_name() -> None:
+    """The router builds `LaunchRequest(**body.model_dump())`: a field added to one and not the
+    other fails here (and as a TypeError there), never lands in another field's place."""
+    from dataclasses import fields
+
+    from cardhour.api.schemas import InstanceCreate
+    from cardhour.services.compute.instances import LaunchRequest
+
+    assert {f.name for f in fields(LaunchRequest)} == set(InstanceCreate.model_fields)
+    body = InstanceCreate(gpu="H100", count=8, nodes=2, name="n", weights="w", bare_metal=True)
+    req = LaunchRequest(**body.model_dump())
+    assert (req.gpu, req.count, req.nodes, req.name, req.weights, req.bare_metal) == (
+        "H100",
+        8,
+        2,
+        "n",
+        "w",
+        True,
+    )

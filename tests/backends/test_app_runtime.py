@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from cardhour.backends.apps.runtime import AppSpec, LocalAppRuntime
+from cardhour.backends.apps.runtime import LocalAppRuntime
 from cardhour.core.apps import Scaling
 from cardhour.core.clock import ManualClock
+from cardhour.core.replicas import AppSpec
 
 APP = """
 import os

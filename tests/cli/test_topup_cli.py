@@ -17,7 +17,7 @@ from cardhour.api.schemas import InstanceRead
 from cardhour.cli.compute import launch as launch_cli
 from cardhour.cli.main import app
 from cardhour.client import ApiError, CardhourClient
-from cardhour.client import client as client_module
+from cardhour.client import connection as http
 from tests.cli.test_cli import Server, admin_config, cli, ok, one_line_error
 
 
@@ -80,7 +80,7 @@ def _client(handler: Any) -> CardhourClient:
 def test_a_request_with_a_key_is_retried_with_the_same_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(client_module, "RETRY_PAUSE_SECONDS", 0)
+    monkeypatch.setattr(http, "RETRY_PAUSE_SECONDS", 0)
     keys: list[str | None] = []
 
     def flaky(request: httpx.Request) -> httpx.Response:
@@ -105,7 +105,7 @@ def test_a_request_with_a_key_is_retried_with_the_same_key(
     keys.clear()
     with pytest.raises(ApiError) as caught, _client(down) as client:
         client.admin_top_up("a@b.c", "1", idempotency_key="t")
-    assert caught.value.code == "unreachable" and keys == ["t"] * (1 + client_module.KEY_RETRIES)
+    assert caught.value.code == "unreachable" and keys == ["t"] * (1 + http.KEY_RETRIES)
 
 
 def test_launch_sends_a_fresh_key_per_invocation(monkeypatch: pytest.MonkeyPatch) -> None:

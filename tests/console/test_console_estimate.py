@@ -10,7 +10,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from cardhour.console.estimate import _counts
+from cardhour.console.views.estimate import _counts
 
 
 @pytest.fixture

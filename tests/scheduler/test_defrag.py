@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cardhour.scheduler import profiles  # noqa: F401  (registers the profiles)
-from cardhour.scheduler.defrag import DefragPlan, Move, apply_plan, plan_defrag
+from cardhour.scheduler.defrag.plan import DefragPlan, Move, apply_plan, plan_defrag
 from cardhour.scheduler.engine import Scheduler
 from cardhour.scheduler.gang import whole_node_binding
 from cardhour.scheduler.request import Binding, Pending, Placement, Request

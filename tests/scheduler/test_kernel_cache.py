@@ -14,7 +14,12 @@ from numba.core import caching, registry
 
 from cardhour.scheduler.kernels import fgd as fgd_kernels
 from cardhour.scheduler.kernels import lookahead as lookahead_kernels
-from cardhour.scheduler.kernels import lookahead_cache, lookahead_candidates
+from cardhour.scheduler.kernels import (
+    lookahead_cache,
+    lookahead_candidates,
+    lookahead_choice,
+    lookahead_state,
+)
 from cardhour.scheduler.kernels import numba_cache as kernel_cache
 
 
@@ -38,7 +43,14 @@ def test_stamp_covers_every_module_that_imports_numba_and_nothing_else(tmp_path:
 
 
 def _kernels() -> list[registry.CPUDispatcher]:
-    modules = (fgd_kernels, lookahead_cache, lookahead_kernels, lookahead_candidates)
+    modules = (
+        fgd_kernels,
+        lookahead_cache,
+        lookahead_kernels,
+        lookahead_candidates,
+        lookahead_choice,
+        lookahead_state,
+    )
     found = [
         value
         for module in modules

@@ -50,8 +50,9 @@ def test_the_demo_apps_are_listed_once(platform: Platform, tmp_path: Path) -> No
         )
     )
     (skipped,) = demo_apps.install(
-        platform.sessions, odd, platform.app_code_dir, email, platform.trial(), platform.clock.now()
-    )
+        platform.sessions, odd, platform.app_code_dir, email, platform.trial(),
+        platform.clock.now(), platform.app_runtime.missing,
+    )  # fmt: skip
     assert skipped == demo_apps.DemoApp(
         "needs-more", "skipped: this platform lacks no-such-package==9"
     )

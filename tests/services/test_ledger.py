@@ -13,8 +13,8 @@ from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow
 from cardhour.platform import Platform
-from cardhour.services.billing import customers, ledger, wallet
-from cardhour.services.billing.ledger import CreditGrant
+from cardhour.services.billing import credit_accounts, customers, ledger, wallet
+from cardhour.services.billing.credit_accounts import CreditGrant
 
 
 def _user(platform: Platform, clock: ManualClock, email: str = "a@example.com") -> str:
@@ -51,10 +51,10 @@ def test_trial_credit_is_granted_exactly_once_and_expires(
     expires = clock.now() + timedelta(days=30)
     with transaction(platform.sessions) as s:
         grant = CreditGrant(ledger.TRIAL, Money.parse("10"), f"trial-{uid}", expires)
-        ledger.grant_credit(s, uid, grant, clock.now())  # a retry moves nothing
+        credit_accounts.grant_credit(s, uid, grant, clock.now())  # a retry moves nothing
     with pytest.raises(Conflict, match="different terms"), transaction(platform.sessions) as s:
         grant = CreditGrant(ledger.TRIAL, Money.parse("10"), f"trial-{uid}")  # never expires
-        ledger.grant_credit(s, uid, grant, clock.now())
+        credit_accounts.grant_credit(s, uid, grant, clock.now())
     bal = _balance(platform, clock, uid)
     assert bal.credit_of(ledger.TRIAL) == Money.parse("10.00") and bal.cash == Money.zero()
     assert bal.credits[0].expires_at == clock.now() + timedelta(days=30)
@@ -62,8 +62,8 @@ def test_trial_credit_is_granted_exactly_once_and_expires(
         customers.sign_up(s, "A@example.com", "password123", clock.now(), platform.trial())
     clock.advance(days=30)
     with transaction(platform.sessions) as s:
-        assert ledger.expire_credits(s, clock.now()) == 1
-        assert ledger.expire_credits(s, clock.now()) == 0  # swept once
+        assert credit_accounts.expire_credits(s, clock.now()) == 1
+        assert credit_accounts.expire_credits(s, clock.now()) == 0  # swept once
     assert _balance(platform, clock, uid).available == Money.zero()
     assert _verify(platform).balanced
 
@@ -92,7 +92,7 @@ def test_usage_spends_credits_in_order_then_cash_even_below_zero(
         ):
             kind = ledger.SLA if credit_id.startswith("sla") else ledger.GRANT
             grant = CreditGrant(kind, Money.parse(amount), credit_id, expires, models)
-            ledger.grant_credit(s, uid, grant, clock.now())
+            credit_accounts.grant_credit(s, uid, grant, clock.now())
     row = _fake_instance(uid)
     _charge(platform, clock, row, "13.5", 0)  # 2 grant + 1 SLA + 10 trial + 0.5 cash
     bal = _balance(platform, clock, uid)
@@ -116,7 +116,7 @@ def test_a_limited_credit_never_pays_for_another_model(
     uid = _user(platform, clock)
     with transaction(platform.sessions) as s:
         grant = CreditGrant(ledger.GRANT, Money.parse("50"), "g1", gpu_models=("H100",))
-        ledger.grant_credit(s, uid, grant, clock.now())
+        credit_accounts.grant_credit(s, uid, grant, clock.now())
     a800 = _fake_instance(uid, "A800")
     _charge(platform, clock, a800, "11", 0)  # trial 10, then cash -1; the H100 grant untouched
     bal = _balance(platform, clock, uid)
@@ -157,11 +157,13 @@ def test_bad_credits_are_refused(platform: Platform, clock: ManualClock) -> None
     uid = _user(platform, clock)
     with pytest.raises(InvalidInput), transaction(platform.sessions) as s:
         past = clock.now() - timedelta(seconds=1)
-        ledger.grant_credit(
+        credit_accounts.grant_credit(
             s, uid, CreditGrant(ledger.SLA, Money.parse("1"), "x", past), clock.now()
         )
     with pytest.raises(InvalidInput), transaction(platform.sessions) as s:
-        ledger.grant_credit(s, uid, CreditGrant("gift", Money.parse("1"), "y"), clock.now())
+        credit_accounts.grant_credit(
+            s, uid, CreditGrant("gift", Money.parse("1"), "y"), clock.now()
+        )
 
 
 def test_verify_detects_a_tampered_balance(platform: Platform, clock: ManualClock) -> None:

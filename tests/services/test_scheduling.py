@@ -35,7 +35,7 @@ def _launch(platform: Platform, clock: ManualClock, uid: str, gpu: str, count: i
         user = s.get(UserRow, uid)
         assert user is not None
         req = LaunchRequest(gpu=gpu, count=count)
-        return instances.create(s, platform.catalog, platform.policy, user, req, clock.now()).id
+        return instances.create(s, platform.catalog, user, req, clock.now()).id
 
 
 def _cycle(platform: Platform, clock: ManualClock) -> scheduling.CycleResult:

@@ -16,8 +16,8 @@ from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow
 from cardhour.services.accounts import users as accounts
-from cardhour.services.billing import ledger, pricing, statements, wallet
-from cardhour.services.billing.ledger import CreditGrant
+from cardhour.services.billing import credit_accounts, ledger, pricing, statements, wallet
+from cardhour.services.billing.credit_accounts import CreditGrant
 from cardhour.services.billing.statements import Statement
 from cardhour.store.compute import instances as instance_store
 from tests.conftest import Api
@@ -197,9 +197,9 @@ def test_credits_pay_first_and_plans_are_lines(api: Api) -> None:
     with transaction(api.platform.sessions) as s:
         now = api.clock.now()
         grant = CreditGrant(ledger.GRANT, Money.parse("1"), "g1", now + timedelta(days=3))
-        ledger.grant_credit(s, uid, grant, now)
+        credit_accounts.grant_credit(s, uid, grant, now)
         a800 = CreditGrant(ledger.SLA, Money.parse("5"), "s1", gpu_models=("A800",))
-        ledger.grant_credit(s, uid, a800, now)
+        credit_accounts.grant_credit(s, uid, a800, now)
     od = _launch(api, alice, "od")  # hold 1.90: grant 1.00, trial 0.90
     api.settle(7200)
     _stop(api, alice, "od")
@@ -242,7 +242,7 @@ def test_what_a_hold_pays_counts_against_what_funded_it(api: Api) -> None:
     _stop(api, alice, "x")
     with transaction(api.platform.sessions) as s:
         grant = CreditGrant(ledger.GRANT, Money.parse("5"), "g-restart")
-        ledger.grant_credit(s, uid, grant, api.clock.now())
+        credit_accounts.grant_credit(s, uid, grant, api.clock.now())
     assert api.client.post("/api/v1/instances/x/start", headers=alice).status_code == 200
     api.settle()
     api.settle(30)  # the new hold comes from the grant

@@ -16,7 +16,7 @@ from cardhour.api.routers.grants import admin as admin_proposals
 from cardhour.api.routers.grants import hours as grants
 from cardhour.api.routers.grants import proposals, reviews
 from cardhour.api.routers.marketplace import apps
-from cardhour.console.routes import mount_console
+from cardhour.console.app import mount_console
 from cardhour.platform import Platform
 
 

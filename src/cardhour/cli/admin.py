@@ -10,7 +10,7 @@ from rich.table import Table
 
 from cardhour.api.schemas import DefragRead, ReplicaShareRead
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
-from cardhour.client.client import new_idempotency_key
+from cardhour.client.connection import new_idempotency_key
 
 
 def defrag(

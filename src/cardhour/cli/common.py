@@ -8,8 +8,10 @@ sent only to the saved URL, so pointing `--url` elsewhere never leaks it.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,6 +20,7 @@ from rich.console import Console
 
 from cardhour.cli import config
 from cardhour.client import DEFAULT_URL, CardhourClient
+from cardhour.core.errors import InvalidInput
 
 UrlOption = Annotated[
     str | None,
@@ -63,3 +66,23 @@ def print_json(data: BaseModel | Sequence[BaseModel]) -> None:
     else:
         payload = [item.model_dump(mode="json") for item in data]
     typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+
+
+KEY_PREFIXES = ("ssh-", "ecdsa-", "sk-")
+
+
+def read_key(value: str) -> str:
+    """A key given on the command line: the key text itself, `-` for standard input, or the
+    path of a file (`~` expanded). The text is checked by the server, not here."""
+    if value.startswith(KEY_PREFIXES):
+        return value.strip()
+    if value == "-":
+        return sys.stdin.read()
+    path = Path(value).expanduser()
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or "not a text file"
+        raise InvalidInput(
+            f"{value!r} is neither a readable file ({why}) nor an OpenSSH public key"
+        ) from exc

@@ -6,19 +6,19 @@ a response that is not what the API sends (`bad_response`), or no connection (`u
 
 Methods that create something or move money take `idempotency_key` (sent as `Idempotency-Key`):
 the server acts once per key, so such a request is retried after a network error (at most
-`KEY_RETRIES` more times) instead of failing; without a key nothing is ever retried.
+`connection.KEY_RETRIES` more times) instead of failing; without a key nothing is ever retried.
+
+Here: accounts, the catalogue, instances, operators' calls and statements; the marketplace's
+calls are in marketplace.py, the sponsorship proposals' in grants.py, the HTTP plumbing (errors,
+retries) in connection.py.
 """
 
 from __future__ import annotations
 
-import base64
-import time
-import uuid
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import httpx
-from pydantic import TypeAdapter, ValidationError
 
 from cardhour.api.schemas import (
     AuthRead,
@@ -26,7 +26,6 @@ from cardhour.api.schemas import (
     CreditCreate,
     CreditCreated,
     DefragRead,
-    ErrorRead,
     HealthRead,
     ImageRead,
     InstanceCreate,
@@ -45,92 +44,20 @@ from cardhour.api.schemas import (
     TopUpRead,
     UserRead,
 )
-from cardhour.api.schemas.grants import (
-    AssignmentRead,
-    DecisionCreate,
-    DecisionRead,
-    NotificationRead,
-    ProposalCreate,
-    ProposalRead,
-    ProposalUpdate,
-    ReviewCreate,
-    ReviewerRead,
-    ReviewRead,
-)
-from cardhour.api.schemas.marketplace import (
-    AppDecision,
-    AppPublish,
-    AppRead,
-    AppRollback,
-    EarningsRead,
-    InvokeRead,
-    PayoutCreate,
-    PayoutRead,
-)
 from cardhour.api.schemas.statements import StatementRead
-
-DEFAULT_URL = "http://127.0.0.1:8000"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-KEY_RETRIES = 2  # more attempts after a network error, for requests with an idempotency key
-RETRY_PAUSE_SECONDS = 0.5  # times the attempt number
-T = TypeVar("T")
+from cardhour.client.connection import ApiError, bad_response, error_from
+from cardhour.client.grants import ProposalCalls
+from cardhour.client.marketplace import MarketplaceCalls
 
 
-def new_idempotency_key() -> str:
-    """A fresh random key: one per user action (not per HTTP attempt)."""
-    return str(uuid.uuid4())
-
-
-class ApiError(Exception):
-    """A failed call. `status` is the HTTP status, or 0 when no response arrived.
-
-    `code` is the server's stable error code (`not_found`, `insufficient_balance`, ...), or one
-    of the client's own: `unreachable`, `invalid_url`, `bad_response`, `http_error`.
-    """
-
-    def __init__(
-        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
-    ) -> None:
-        super().__init__(f"{code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details or {}
-
-
-class CardhourClient:
+class CardhourClient(MarketplaceCalls, ProposalCalls):
     """A connection to one cardhour server. Use as a context manager, or call `close()`.
 
     `url` is the server root (`http://host:port`); `api_key` is sent as a bearer token when set.
-    `transport` replaces the network (tests pass an `httpx.MockTransport`).
+    `transport` replaces the network (tests pass an `httpx.MockTransport`). The marketplace's
+    calls come from `MarketplaceCalls`, the sponsorship proposals' from `ProposalCalls`, the
+    connection itself from `Connection`.
     """
-
-    def __init__(
-        self,
-        url: str = DEFAULT_URL,
-        api_key: str | None = None,
-        timeout: float = 30.0,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.url = url.rstrip("/")
-        if api_key is not None and not (api_key.isascii() and api_key.isprintable()):
-            raise ApiError(0, "invalid_api_key", "an API key is printable ASCII (it starts ch_)")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        try:
-            self._http = httpx.Client(
-                base_url=f"{self.url}/api/v1", headers=headers, timeout=timeout, transport=transport
-            )
-        except httpx.InvalidURL as exc:
-            raise ApiError(0, "invalid_url", f"bad server URL {url!r}: {exc}") from exc
-
-    def __enter__(self) -> CardhourClient:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._http.close()
 
     # -- accounts ---------------------------------------------------------------------------
 
@@ -244,59 +171,6 @@ class CardhourClient:
     def images(self) -> list[ImageRead]:
         return self._call(list[ImageRead], "GET", "/images")
 
-    # -- the app marketplace -----------------------------------------------------------------
-
-    def apps(self, category: str | None = None) -> list[AppRead]:
-        params = {"category": category} if category else None
-        return self._call(list[AppRead], "GET", "/apps", params=params)
-
-    def my_apps(self) -> list[AppRead]:
-        return self._call(list[AppRead], "GET", "/apps/mine")
-
-    def app(self, slug: str) -> AppRead:
-        return self._call(AppRead, "GET", _app_path(slug))
-
-    def publish_app(self, manifest: str, code_zip: bytes) -> AppRead:
-        """A new version of an app (the first creates it, in draft); `code_zip` as
-        `core.apps.pack` makes it."""
-        body = AppPublish(manifest=manifest, code_b64=base64.b64encode(code_zip).decode())
-        return self._call(AppRead, "POST", "/apps", json=body.model_dump())
-
-    def submit_app(self, slug: str) -> AppRead:
-        return self._call(AppRead, "POST", _app_path(slug, "/submit"))
-
-    def rollback_app(self, slug: str, version: int) -> AppRead:
-        body = AppRollback(version=version).model_dump()
-        return self._call(AppRead, "POST", _app_path(slug, "/rollback"), json=body)
-
-    def invoke(self, slug: str, payload: dict[str, Any], call_id: str | None = None) -> InvokeRead:
-        """One paid call; a `call_id` makes it idempotent (a repeat is refused with 409, never
-        run or charged twice)."""
-        headers = {"X-Call-Id": call_id} if call_id else None
-        return self._call(
-            InvokeRead, "POST", _app_path(slug, "/invoke"), json=payload, headers=headers
-        )
-
-    def earnings(self) -> EarningsRead:
-        return self._call(EarningsRead, "GET", "/developer/earnings")
-
-    def request_payout(
-        self, amount: str | None = None, idempotency_key: str | None = None
-    ) -> PayoutRead:
-        """Retried with the same key (a new one when not given): asked for once."""
-        body = PayoutCreate(amount=amount).model_dump()
-        key = idempotency_key or new_idempotency_key()
-        return self._call(PayoutRead, "POST", "/developer/payouts", key, json=body)
-
-    def payouts(self) -> list[PayoutRead]:
-        return self._call(list[PayoutRead], "GET", "/developer/payouts")
-
-    def admin_decide_app(self, slug: str, action: str, reason: str | None = None) -> AppRead:
-        """`approve`, `reject` (with a reason) or `delist`."""
-        body = AppDecision(reason=reason).model_dump()
-        path = f"/admin/apps/{quote(slug, safe='')}/{quote(action, safe='')}"
-        return self._call(AppRead, "POST", path, json=body)
-
     def health(self) -> HealthRead:
         return self._call(HealthRead, "GET", "/health")
 
@@ -331,6 +205,10 @@ class CardhourClient:
             TopUpRead, "POST", "/admin/topups", idempotency_key, json=body.model_dump()
         )
 
+    def admin_set_role(self, email: str, role: str) -> UserRead:
+        body = RoleSet(email=email, role=role)
+        return self._call(UserRead, "POST", "/admin/users/role", json=body.model_dump())
+
     # -- statements -------------------------------------------------------------------------
 
     def statement(self, month: str) -> StatementRead:
@@ -346,139 +224,15 @@ class CardhourClient:
             reason = str(exc) or type(exc).__name__
             raise ApiError(0, "unreachable", f"cannot reach {self.url}: {reason}") from exc
         if response.is_error:
-            raise _error_from(response)
+            raise error_from(response)
         if not response.headers.get("content-type", "").startswith("text/csv"):
-            raise _bad_response(response)
+            raise bad_response(response)
         return response.text
-
-    # -- sponsorship proposals --------------------------------------------------------------
-
-    def create_proposal(self, body: ProposalCreate) -> ProposalRead:
-        """A new draft; the caller and `body.members` are its team."""
-        return self._call(ProposalRead, "POST", "/proposals", json=body.model_dump(mode="json"))
-
-    def update_proposal(self, proposal_id: str, body: ProposalUpdate) -> ProposalRead:
-        """Change the fields set in `body` (only while the proposal is editable)."""
-        payload = body.model_dump(mode="json", exclude_unset=True)
-        return self._call(ProposalRead, "PATCH", _proposal_path(proposal_id), json=payload)
-
-    def upload_proposal_document(self, proposal_id: str, pdf: bytes) -> ProposalRead:
-        """Attach a PDF (at most 5 MiB), sent as the raw body with `application/pdf`."""
-        path = _proposal_path(proposal_id, "/document")
-        headers = {"Content-Type": "application/pdf"}
-        return self._call(ProposalRead, "PUT", path, content=pdf, headers=headers)
-
-    def submit_proposal(self, proposal_id: str) -> ProposalRead:
-        return self._call(ProposalRead, "POST", _proposal_path(proposal_id, "/submit"))
-
-    def withdraw_proposal(self, proposal_id: str, reason: str | None = None) -> ProposalRead:
-        path = _proposal_path(proposal_id, "/withdraw")
-        return self._call(ProposalRead, "POST", path, json={"reason": reason})
-
-    def list_proposals(self) -> list[ProposalRead]:
-        """The proposals whose team the caller is on."""
-        return self._call(list[ProposalRead], "GET", "/proposals")
-
-    def get_proposal(self, proposal_id: str) -> ProposalRead:
-        """One proposal (team, assigned reviewers, admins), with the grant's usage once approved."""
-        return self._call(ProposalRead, "GET", _proposal_path(proposal_id))
-
-    def review_assignments(self) -> list[AssignmentRead]:
-        """The proposals assigned to the caller (reviewer role)."""
-        return self._call(list[AssignmentRead], "GET", "/reviews")
-
-    def declare_conflict(self, proposal_id: str, reason: str) -> ReviewerRead:
-        path = f"/reviews/{quote(proposal_id, safe='')}/conflict"
-        return self._call(ReviewerRead, "POST", path, json={"reason": reason})
-
-    def score_proposal(self, proposal_id: str, body: ReviewCreate) -> ReviewRead:
-        path = f"/reviews/{quote(proposal_id, safe='')}"
-        return self._call(ReviewRead, "POST", path, json=body.model_dump())
-
-    def notifications(self, limit: int = 50) -> list[NotificationRead]:
-        """The caller's notifications, newest first."""
-        return self._call(list[NotificationRead], "GET", "/notifications", params={"limit": limit})
-
-    def admin_list_proposals(self, status: str | None = None) -> list[ProposalRead]:
-        params = {"status": status} if status else {}
-        return self._call(list[ProposalRead], "GET", "/admin/proposals", params=params)
-
-    def admin_assign_reviewers(self, proposal_id: str, emails: list[str]) -> ProposalRead:
-        path = f"/admin/proposals/{quote(proposal_id, safe='')}/reviewers"
-        return self._call(ProposalRead, "POST", path, json={"reviewers": emails})
-
-    def admin_decide(self, proposal_id: str, body: DecisionCreate) -> DecisionRead:
-        """Approve (issues the grant), reject or ask for changes."""
-        path = f"/admin/proposals/{quote(proposal_id, safe='')}/decision"
-        return self._call(DecisionRead, "POST", path, json=body.model_dump(mode="json"))
-
-    def admin_set_role(self, email: str, role: str) -> UserRead:
-        body = RoleSet(email=email, role=role)
-        return self._call(UserRead, "POST", "/admin/users/role", json=body.model_dump())
-
-    # -- plumbing ---------------------------------------------------------------------------
-
-    def _call(
-        self,
-        model: type[T],
-        method: str,
-        path: str,
-        idempotency_key: str | None = None,
-        **kwargs: Any,
-    ) -> T:
-        attempts = 1
-        if idempotency_key is not None:
-            if not (idempotency_key.isascii() and idempotency_key.isprintable()):
-                raise ApiError(0, "invalid_input", "an idempotency key is printable ASCII")
-            kwargs["headers"] = {IDEMPOTENCY_HEADER: idempotency_key}
-            attempts += KEY_RETRIES
-        for attempt in range(1, attempts + 1):
-            try:
-                response = self._http.request(method, path, **kwargs)
-                break
-            except httpx.TransportError as exc:
-                if attempt < attempts and not isinstance(exc, httpx.UnsupportedProtocol):
-                    time.sleep(RETRY_PAUSE_SECONDS * attempt)
-                    continue
-                reason = str(exc) or type(exc).__name__
-                raise ApiError(0, "unreachable", f"cannot reach {self.url}: {reason}") from exc
-        if response.is_error:
-            raise _error_from(response)
-        try:
-            return TypeAdapter(model).validate_json(response.content)
-        except ValidationError as exc:
-            raise _bad_response(response) from exc
 
 
 def _statement_path(month: str) -> str:
     return f"/statements/{quote(month, safe='')}"
 
 
-def _proposal_path(proposal_id: str, suffix: str = "") -> str:
-    return f"/proposals/{quote(proposal_id, safe='')}{suffix}"
-
-
-def _app_path(slug: str, suffix: str = "") -> str:
-    return f"/apps/{quote(slug, safe='')}{suffix}"
-
-
 def _instance_path(ident: str, suffix: str = "") -> str:
     return f"/instances/{quote(ident, safe='')}{suffix}"
-
-
-def _error_from(response: httpx.Response) -> ApiError:
-    """The server's error body as an ApiError; anything else says what came back instead."""
-    try:
-        body = ErrorRead.model_validate_json(response.content).error
-    except ValidationError:
-        return _bad_response(response, code="http_error")
-    return ApiError(response.status_code, body.code, body.message, body.details)
-
-
-def _bad_response(response: httpx.Response, code: str = "bad_response") -> ApiError:
-    what = response.headers.get("content-type", "no content type")
-    message = (
-        f"unexpected HTTP {response.status_code} response ({what}) from {response.request.url}; "
-        "is this a cardhour server?"
-    )
-    return ApiError(response.status_code, code, message)

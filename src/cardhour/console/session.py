@@ -6,13 +6,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
+from datetime import datetime
 
 from fastapi import Request
 from sqlalchemy.orm import Session
 
 from cardhour.core.errors import CardhourError, Forbidden
 from cardhour.db.models import UserRow
-from cardhour.platform import Platform
 from cardhour.services.accounts import users as accounts
 
 COOKIE = "ch_session"
@@ -28,13 +28,13 @@ class Viewer:
     csrf: str
 
 
-def viewer(request: Request, session: Session, platform: Platform) -> Viewer | None:
+def viewer(request: Request, session: Session, now: datetime) -> Viewer | None:
     """The signed-in user of this request, or None."""
     secret = request.cookies.get(COOKIE)
     if not secret:
         return None
     try:
-        user = accounts.authenticate(session, secret, platform.clock.now())
+        user = accounts.authenticate(session, secret, now)
     except CardhourError:
         return None
     return Viewer(user, csrf_token(secret))

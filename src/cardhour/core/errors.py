@@ -76,3 +76,32 @@ class NotConfigured(CardhourError):
 
     code = "not_configured"
     http_status = 503
+
+
+class TooLarge(CardhourError):
+    """A request body over its limit (e.g. an app call's input over 10 MB)."""
+
+    code = "too_large"
+    http_status = 413
+
+
+class AppFailed(CardhourError):
+    """A marketplace app failed the call itself: it answered non-2xx or an output that is not
+    JSON. The call is not charged."""
+
+    code = "app_failed"
+    http_status = 502
+
+
+class Overloaded(CardhourError):
+    """Every replica of the app has its calls in flight and no more may start: retry later."""
+
+    code = "over_capacity"
+    http_status = 429
+
+
+class Unavailable(CardhourError):
+    """No replica of the app could start, or the one chosen did not answer, in time."""
+
+    code = "unavailable"
+    http_status = 503

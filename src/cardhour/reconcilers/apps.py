@@ -1,9 +1,10 @@
 """The marketplace's slow work: calls the gateway recorded are posted to the ledger
-(`services.app_earnings.settle`, in batches); developers' shares older than 7 days become
-available (`services.app_earnings.mature`); the autoscaler stops replicas idle past their
-app's `idle_seconds` down to its `min_replicas`, and starts replicas up to `min_replicas` (more
-start as calls arrive); the fleet shares of this process's replicas are marked seen, and those
-no process has seen for a minute are released (`services.app_replicas`)."""
+(`services.marketplace.earnings.settle`, in batches); developers' shares older than 7 days
+become available (`earnings.mature`); the autoscaler stops replicas idle past their app's
+`idle_seconds` (on the injected clock) down to its `min_replicas`, and starts replicas up to
+`min_replicas` (more start as calls arrive); the fleet shares of this process's replicas are
+marked seen, and those no process has seen for a minute are released
+(`services.marketplace.replicas`). The runtime is any `core.replicas.AppRuntime`."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cardhour.backends.apps.runtime import LocalAppRuntime
 from cardhour.core.clock import Clock
+from cardhour.core.replicas import AppRuntime
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
 from cardhour.services.marketplace import apps
@@ -31,7 +32,7 @@ class AppsReconciler(Reconciler):
         self,
         sessions: sessionmaker[Session],
         clock: Clock,
-        runtime: LocalAppRuntime,
+        runtime: AppRuntime,
         code_dir: Path,
     ) -> None:
         super().__init__(sessions, clock)

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
-from cardhour.services.billing import ledger
+from cardhour.services.billing import credit_accounts
 from cardhour.services.compute.autostop import meter_and_autostop
 
 
@@ -30,7 +30,7 @@ class MeteringReconciler(Reconciler):
 
     def step(self) -> bool:
         with transaction(self.sessions) as session:  # its own: it locks accounts only
-            ledger.expire_credits(session, self.clock.now())
+            credit_accounts.expire_credits(session, self.clock.now())
         with transaction(self.sessions) as session:
             result = meter_and_autostop(
                 session,

@@ -96,15 +96,20 @@ NODE_FILTERS: tuple[FilterPlugin, ...] = (Available(), DataCentre(), GpuModel(),
 
 
 def run_filters(
-    ctx: Context, req: Request, filters: Iterable[FilterPlugin]
+    ctx: Context,
+    req: Request,
+    filters: Iterable[FilterPlugin],
+    weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, int]]:
-    """(mask of nodes passing every filter, {reason: nodes rejected first by it})."""
+    """(mask of nodes passing every filter, {reason: nodes rejected first by it}). `weights`
+    (each ≥ 1): node i counts as `weights[i]` nodes (one node standing for a class of alike
+    nodes, as the launch's capacity summary does)."""
     alive = np.ones(len(ctx.state), dtype=bool)
     counts: dict[str, int] = {}
     for plugin in filters:
         for reason, failing in plugin.filter(ctx, req):
             hit = alive & failing
-            n = int(hit.sum())
+            n = int(hit.sum()) if weights is None else int(weights[hit].sum())
             if n:
                 counts[reason] = counts.get(reason, 0) + n
                 alive &= ~failing

@@ -118,10 +118,8 @@ def register_profile(profile: Profile) -> Profile:
 
 
 def profile_named(name: str) -> Profile:
-    # The named profiles register when `profiles` is imported; import it here so a caller that
-    # only imported the engine (e.g. `replay`) still finds them. Lazy: `profiles` imports us.
-    from cardhour.scheduler import profiles  # noqa: F401
-
+    """The registered profile `name`. The named profiles register when `profiles` is imported,
+    which the package's `__init__` does, so importing any module of the package is enough."""
     try:
         return PROFILES[name]
     except KeyError:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -10,10 +9,11 @@ from sqlalchemy.orm import Session
 from cardhour.api import schemas
 from cardhour.core import cluster
 from cardhour.core.clock import as_utc
+from cardhour.core.cluster import ClusterNode
 from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow, UserRow
-from cardhour.services.billing import pricing, wallet
-from cardhour.services.compute import catalog, defrag, instances, readiness
+from cardhour.services.billing import pricing
+from cardhour.services.compute import catalog, defrag, views
 
 
 def user(row: UserRow) -> schemas.UserRead:
@@ -62,74 +62,72 @@ def offer(o: catalog.Offer) -> schemas.OfferRead:
 
 
 def instance(session: Session, row: InstanceRow, events: bool = False) -> schemas.InstanceRead:
-    nodes = instances.nodes_of(session, row)
+    """`row` as the API shows it: a list's view, or with `events` the detail view (events,
+    readiness stages, gate figures, cluster, weights)."""
+    view = views.detail(session, row) if events else views.summary(session, row)
+    return instance_read(view)
+
+
+def instance_read(v: views.InstanceView) -> schemas.InstanceRead:
     return schemas.InstanceRead(
-        id=row.id,
-        name=row.name,
-        status=row.status,
-        status_reason=row.status_reason,
-        gpu=row.gpu_model,
-        count=row.gpu_count,
-        image=row.image,
-        plan=row.plan,
-        plan_until=as_utc(row.plan_until) if row.plan_until else None,
-        at_expiry=row.plan_at_expiry,
-        movable=row.movable,
-        bare_metal=row.bare_metal,
-        data_centre=row.data_centre,
-        nodes=nodes,
-        currency=row.currency,
-        price_per_card_hour=Money(row.price_micros, row.currency).display(),
-        cost_so_far=Money(row.billed_micros, row.currency).exact_str(),
-        held=Money(wallet.held_for(session, row), row.currency).exact_str(),
-        connection=json.loads(row.connection) if row.connection else None,
-        created_at=as_utc(row.created_at),
-        updated_at=as_utc(row.updated_at),
-        events=[
-            schemas.EventRead(
-                at=as_utc(e.at), from_status=e.from_status, to_status=e.to_status, reason=e.reason
-            )
-            for e in instances.events_of(session, row)
-        ]
-        if events
-        else [],
-        **(_readiness(session, row) if events else {}),
+        id=v.id,
+        name=v.name,
+        status=v.status,
+        status_reason=v.status_reason,
+        gpu=v.gpu,
+        count=v.count,
+        image=v.image,
+        plan=v.plan,
+        plan_until=v.plan_until,
+        at_expiry=v.at_expiry,
+        movable=v.movable,
+        bare_metal=v.bare_metal,
+        data_centre=v.data_centre,
+        nodes=v.nodes,
+        currency=v.currency,
+        price_per_card_hour=v.price.display(),
+        cost_so_far=v.cost_so_far.exact_str(),
+        held=(v.held if v.held is not None else Money.zero(v.price.currency)).exact_str(),
+        connection=v.connection,
+        created_at=v.created_at,
+        updated_at=v.updated_at,
+        **(_detail(v) if v.detailed else {}),
     )
 
 
-def _readiness(session: Session, row: InstanceRow) -> dict[str, Any]:
-    stages = [
-        schemas.StageRead(
-            name=s.name,
-            started_at=as_utc(s.started_at),
-            finished_at=as_utc(s.finished_at) if s.finished_at else None,
-            outcome=s.outcome,
-            detail=json.loads(s.detail) if s.detail else {},
-        )
-        for s in readiness.stages_of(session, row)
-    ]
-    gate = next((s.detail for s in stages if s.name == "nccl_gate" and s.detail), None)
-    weights = None
-    if row.weights is not None:
-        placed = next((s.detail for s in stages if s.name == "allocated"), {})
-        found = placed.get("weights") or {"id": row.weights, "mount": f"/models/{row.weights}"}
-        weights = schemas.WeightsPlanRead(
-            id=found["id"],
-            mount=found["mount"],
-            local=bool(found.get("local", False)),
-            copy_seconds=int(found.get("copy_seconds", 0)),
-        )
+def _detail(v: views.InstanceView) -> dict[str, Any]:
     return {
-        "stages": stages,
-        "gate": gate,
-        "cluster": _cluster(session, row),
-        "weights": weights,
+        "events": [
+            schemas.EventRead(
+                at=e.at, from_status=e.from_status, to_status=e.to_status, reason=e.reason
+            )
+            for e in v.events
+        ],
+        "stages": [
+            schemas.StageRead(
+                name=s.name,
+                started_at=s.started_at,
+                finished_at=s.finished_at,
+                outcome=s.outcome,
+                detail=s.detail,
+            )
+            for s in v.stages
+        ],
+        "gate": v.gate,
+        "cluster": _cluster(v.cluster),
+        "weights": schemas.WeightsPlanRead(
+            id=v.weights.id,
+            mount=v.weights.mount,
+            local=v.weights.local,
+            copy_seconds=v.weights.copy_seconds,
+        )
+        if v.weights
+        else None,
     }
 
 
-def _cluster(session: Session, row: InstanceRow) -> schemas.ClusterRead | None:
+def _cluster(nodes: list[ClusterNode]) -> schemas.ClusterRead | None:
     """Roles, hostnames and environment while the instance holds nodes."""
-    nodes = instances.cluster_of(session, row)
     if not nodes:
         return None
     return schemas.ClusterRead(

@@ -1,4 +1,5 @@
-"""Replicas of marketplace apps as local processes (`runner.py`), one HTTP port each.
+"""Replicas of marketplace apps as local processes (`process.py`, `runner.py`), one HTTP port
+each: `LocalAppRuntime` implements `core.replicas.AppRuntime`.
 
 This is the `sim` deployment's runtime: the app really runs (its Python code, on this host's
 CPU, with the platform's Python and packages, as the platform's OS user, with none of its
@@ -11,105 +12,31 @@ processes (`min_replicas` is kept when scaling down; replicas start with calls):
 - `call` routes to the replica with the fewest calls in flight; when every replica has
   `target_concurrency` in flight (or there is none: scale from zero) it starts one more, up to
   `max_replicas`, and the call waits for it (a cold start, bounded by `start_timeout`); beyond
-  that it is refused (`Overloaded`, HTTP 429). A replica that cannot start is `Unavailable` (503).
-- `scale_down` stops replicas idle for `idle_seconds`, down to `min_replicas` (the autoscaler
-  reconciler calls it).
+  that it is refused (`core.errors.Overloaded`, HTTP 429). A replica that cannot start or does
+  not answer is `core.errors.Unavailable` (503).
+- `scale_down` stops replicas idle for `idle_seconds` (by the injected clock), down to
+  `min_replicas` (the apps reconciler calls it).
 """
 
 from __future__ import annotations
 
 import http.client
-import importlib.metadata
 import json
 import logging
-import os
-import re
-import select
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-import zipfile
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from cardhour.backends.base import BackendError
-from cardhour.core.apps import Resources, Scaling
+from cardhour.backends.apps import process as proc
+from cardhour.backends.apps.process import Replica
 from cardhour.core.clock import Clock
+from cardhour.core.errors import Overloaded, Unavailable
+from cardhour.core.replicas import AppSpec, CallResult, Placed, Placer
 
 log = logging.getLogger("cardhour.apps")
-
-
-class Overloaded(BackendError):
-    """Every replica is busy and no more may start."""
-
-
-class Unavailable(BackendError):
-    """No replica could be started (or reached) in time."""
-
-
-@dataclass(frozen=True)
-class AppSpec:
-    key: str  # "<app id>:<version>"
-    package: Path  # the uploaded zip
-    entrypoint: str
-    scaling: Scaling
-    requirements: tuple[str, ...] = ()  # the manifest's; must be installed here (`missing`)
-    resources: Resources = field(default_factory=Resources)  # per replica
-
-
-@dataclass(frozen=True)
-class Placed:
-    """Where the scheduler put a replica: `milli` of each of `gpus` on `node`."""
-
-    replica_id: str
-    node: str
-    gpus: tuple[int, ...]
-    milli: int
-
-
-class Placer(Protocol):
-    """Places a replica on the fleet before it starts and releases it after it stops
-    (`services.app_replicas.ReplicaPlacer`); raises when nothing fits."""
-
-    runtime_id: str
-
-    def place(self, key: str, resources: Resources) -> Placed: ...
-
-    def release(self, replica_id: str) -> None: ...
-
-
-def missing(requirements: tuple[str, ...]) -> list[str]:
-    """The requirements this Python lacks: not installed, or not at an `==` pinned version
-    (other version specifiers are not checked)."""
-    lacking = []
-    for line in requirements:
-        name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
-        if name is None:
-            continue
-        try:
-            have = importlib.metadata.version(name.group(0))
-        except importlib.metadata.PackageNotFoundError:
-            lacking.append(line)
-            continue
-        pin = re.search(r"==\s*([^,;\s]+)", line)
-        if pin and pin.group(1) != have:
-            lacking.append(f"{line} (installed: {have})")
-    return lacking
-
-
-@dataclass
-class Replica:
-    process: subprocess.Popen[bytes]
-    port: int
-    in_flight: int = 0
-    last_used: float = 0.0  # clock timestamp
-    placed: Placed | None = None
 
 
 @dataclass
@@ -121,14 +48,10 @@ class _Pool:
     unpack_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-@dataclass(frozen=True)
-class CallResult:
-    status: int  # the replica's HTTP status
-    body: Any
-    duration_ms: int
-
-
 class LocalAppRuntime:
+    """`core.replicas.AppRuntime` with replicas as local processes (module docstring);
+    thread-safe: calls, the apps reconciler and shutdown run on different threads."""
+
     def __init__(
         self,
         work_dir: Path,
@@ -146,6 +69,9 @@ class LocalAppRuntime:
         self._conns = threading.local()
 
     def call(self, spec: AppSpec, payload: dict[str, Any]) -> CallResult:
+        """The replica's answer, whatever its status (an answer that is not JSON becomes
+        `{"error": <its first 500 bytes>}`). Overloaded or Unavailable as the module docstring
+        says; a request once sent is never sent again (the app may have run)."""
         replica = self._acquire(spec)
         started = time.perf_counter()
         try:
@@ -173,7 +99,7 @@ class LocalAppRuntime:
             "by_port", {}
         )
         conn = conns.get(port)
-        if conn is not None and conn.sock is not None and _dropped(conn.sock):
+        if conn is not None and conn.sock is not None and proc.dropped(conn.sock):
             conn.close()  # http.client connects again on request
         if conn is None:
             conn = conns[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -187,6 +113,7 @@ class LocalAppRuntime:
             raise
 
     def replicas(self, key: str) -> int:
+        """How many replicas of version `key` run now."""
         pool = self._pools.get(key)
         return len(pool.replicas) if pool else 0
 
@@ -251,7 +178,12 @@ class LocalAppRuntime:
                 pool.replicas.append(replica)
             started += 1
 
+    def missing(self, requirements: Collection[str]) -> list[str]:
+        """The requirements this Python lacks (`process.missing`): replicas use its packages."""
+        return proc.missing(requirements)
+
     def stop_all(self) -> None:
+        """Stop every replica and release its share (shutdown)."""
         for pool in list(self._pools.values()):
             with pool.lock:
                 for replica in pool.replicas:
@@ -310,7 +242,7 @@ class LocalAppRuntime:
             time.sleep(0.02)
 
     def _start(self, spec: AppSpec) -> Replica:
-        if lacking := missing(spec.requirements):
+        if lacking := proc.missing(spec.requirements):
             raise Unavailable(
                 f"replica of {spec.key} cannot start: this platform lacks its requirements "
                 f"{', '.join(lacking)} (replicas use the platform's Python packages: the "
@@ -318,94 +250,19 @@ class LocalAppRuntime:
             )
         placed = self.placer.place(spec.key, spec.resources) if self.placer else None
         try:
-            return self._spawn(spec, placed)
+            process, port = proc.spawn(
+                self.work_dir, spec, placed, self._pool(spec).unpack_lock, self.start_timeout
+            )
         except BaseException:
             if placed is not None and self.placer is not None:
                 self.placer.release(placed.replica_id)
             raise
-
-    def _spawn(self, spec: AppSpec, placed: Placed | None) -> Replica:
-        try:
-            folder = self._unpack(spec)
-            log = (self.work_dir / f"{folder.name}.log").open("ab")
-            # the app's code is not the platform's: none of its environment (database URL,
-            # secrets) and not its working directory; where it was placed (simulated GPUs)
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder),
-                   "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
-            if placed is not None:
-                env |= {"CARDHOUR_NODE": placed.node,
-                        "CUDA_VISIBLE_DEVICES": ",".join(map(str, placed.gpus)),
-                        "CARDHOUR_GPU_MILLI": str(placed.milli)}  # fmt: skip
-            process = subprocess.Popen(
-                [sys.executable, "-m", "cardhour.backends.apps.runner", "--dir", str(folder),
-                 "--entrypoint", spec.entrypoint, "--port", "0"],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                cwd=folder,
-                env=env,
-            )  # fmt: skip
-        except (OSError, zipfile.BadZipFile) as exc:
-            raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
-        port = _read_port(process, self.start_timeout)
-        if port is None:
-            _kill(process)
-            raise Unavailable(f"replica of {spec.key} did not start (see {log.name})")
         return Replica(process, port, 0, self.clock.now().timestamp(), placed)
 
     def _stop(self, replica: Replica) -> None:
-        _kill(replica.process)
+        proc.kill(replica.process)
         if replica.placed is not None and self.placer is not None:
             try:
                 self.placer.release(replica.placed.replica_id)
             except Exception:  # noqa: BLE001 - no heartbeat for it now: its share expires
                 log.warning("releasing replica %s failed", replica.placed.replica_id, exc_info=True)
-
-    def _unpack(self, spec: AppSpec) -> Path:
-        """The version's package unpacked once (concurrent cold starts of one version wait for
-        one unpacking into a private folder, then a rename)."""
-        folder = self.work_dir / spec.key.replace(":", "-")
-        with self._pool(spec).unpack_lock:
-            if not folder.exists():
-                self.work_dir.mkdir(parents=True, exist_ok=True)
-                tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=self.work_dir))
-                try:
-                    with zipfile.ZipFile(spec.package) as archive:
-                        archive.extractall(tmp)
-                    tmp.rename(folder)
-                except BaseException:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    raise
-        return folder
-
-
-def _read_port(process: subprocess.Popen[bytes], timeout: float) -> int | None:
-    found: list[int] = []
-
-    def read() -> None:
-        assert process.stdout is not None
-        line = process.stdout.readline().decode().strip()
-        if line.startswith("port="):
-            found.append(int(line.removeprefix("port=")))
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout)
-    return found[0] if found else None
-
-
-def _dropped(sock: socket.socket) -> bool:
-    """Whether an idle connection was closed by its peer (readable while idle: EOF)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()

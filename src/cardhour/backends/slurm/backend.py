@@ -11,7 +11,8 @@ that cannot fit is refused at submit ("Requested node configuration is not avail
 GPU indices a job really got come back from Slurm (`gres_detail`, `IDX:0-1`).
 
 Drains: a node Slurm reports drained or down is left out of the inventory, so the platform
-stops placing on it; `drain` / `resume` mirror the platform's own drains into Slurm.
+stops placing on it; `drain` / `resume` mirror the platform's own drains into Slurm. The
+readiness gate's probes, run inside a job's allocation, are in probes.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import shlex
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ from cardhour.backends.base import (
     LaunchSpec,
     MachineState,
     PollResult,
-    Probing,
     ProvisioningFailed,
 )
 from cardhour.core.topology import NodeSpec
@@ -54,7 +53,8 @@ exec sleep infinity
 """
 
 
-def _job_id(job: Mapping[str, Any]) -> int:
+def job_id_of(job: Mapping[str, Any]) -> int:
+    """The id of a job as `squeue --json` lists it (0 when it carries none)."""
     return int(job.get("job_id", 0))
 
 
@@ -132,7 +132,7 @@ class SlurmBackend(Backend):
     def launch(self, spec: LaunchSpec) -> None:
         live = self._jobs(spec.external_name, live_only=True)
         if live:
-            newest = max(live, key=_job_id)
+            newest = max(live, key=job_id_of)
             if _attempt(newest) > spec.attempt:
                 return  # a newer placement's job: this launch comes from a stale claim
             if sorted(self._pinned_to(newest)) == sorted(spec.gpus_by_node):
@@ -182,7 +182,7 @@ class SlurmBackend(Backend):
         jobs = self._jobs(external_name, live_only=False)
         if not jobs:
             return PollResult(MachineState.GONE)
-        job = max(jobs, key=_job_id)
+        job = max(jobs, key=job_id_of)
         state = str(job.get("job_state", ""))
         if state in PENDING:
             return PollResult(MachineState.PROVISIONING, message=str(job.get("state_reason", "")))
@@ -214,7 +214,7 @@ class SlurmBackend(Backend):
     def _set_up(self, external_name: str, job: Mapping[str, Any]) -> bool:
         """Whether the running job's first step (keys on every node) has finished: until then
         the job holds its nodes but is not up yet."""
-        return (self._node_dir(external_name) / f"job-{_job_id(job)}.ready").exists()
+        return (self._node_dir(external_name) / f"job-{job_id_of(job)}.ready").exists()
 
     def _node_dir(self, external_name: str) -> Path:
         """Where each node's step installs the workload's keys (on the cluster's shared
@@ -305,97 +305,3 @@ class SlurmBackend(Backend):
         if check and done.returncode != 0:
             raise BackendError(f"{shlex.join(args)}: {done.stderr.strip() or done.returncode}")
         return done
-
-
-@dataclass(frozen=True)
-class SlurmProbes:
-    """The tools the readiness gate runs on a workload's nodes, each as a step inside the job's
-    own allocation (`srun --jobid=J --overlap`): `nvidia-smi topo -m`, `ibstat` ("" when the
-    nodes have no InfiniBand) and nccl-tests' `all_reduce_perf` (built with MPI for runs
-    across nodes: one task per GPU there, `-g 1`)."""
-
-    topo: str = "nvidia-smi topo -m"
-    ibstat: str = "ibstat"
-    all_reduce: str = "all_reduce_perf"
-    timeout_seconds: float = 600  # an 8 GiB all-reduce across nodes, NCCL start-up included
-
-
-class ProbedSlurmBackend(SlurmBackend, Probing):
-    """The Slurm backend with the readiness gate: an instance runs only once its job's nodes
-    pass it (settings `slurm.gate`). Nodes Slurm reports down, failing or not responding under
-    a running job are lost (`reconcilers.health` has them replaced)."""
-
-    def __init__(self, *args: Any, probes: SlurmProbes | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.probes = probes or SlurmProbes()
-
-    def authorized_keys(self, external_name: str, node: str) -> str:
-        path = self._node_dir(external_name) / f"{node}.authorized_keys"
-        return self._step(external_name, [node], f"cat {shlex.quote(str(path))}")
-
-    def topology(self, external_name: str, node: str) -> tuple[str, str | None]:
-        topo = self._step(external_name, [node], self.probes.topo)
-        if not self.probes.ibstat:
-            return topo, None
-        return topo, self._step(external_name, [node], self.probes.ibstat)
-
-    def all_reduce(self, external_name: str, nodes: list[str], gpus_per_node: int) -> str:
-        sizes = "-b 8 -e 8G -f 2"
-        if len(nodes) == 1:
-            return self._step(
-                external_name, nodes, f"{self.probes.all_reduce} {sizes} -g {gpus_per_node}"
-            )
-        command = f"{self.probes.all_reduce} {sizes} -g 1"
-        return self._step(external_name, nodes, command, tasks_per_node=gpus_per_node)
-
-    def lost_nodes(self, external_name: str) -> dict[str, str]:
-        """Under a running job: its nodes Slurm reports down, failing or not responding. A job
-        Slurm requeued after a node failed (it requeues batch jobs by default): the nodes it
-        was pinned to that are now unusable, drained or not responding ones included."""
-        jobs = self._jobs(external_name, live_only=False)
-        if not jobs:
-            return {}
-        job = max(jobs, key=_job_id)
-        requeued = job.get("job_state") != "RUNNING" and int(job.get("restart_cnt") or 0) > 0
-        if job.get("job_state") != "RUNNING" and not requeued:
-            return {}
-        # whole state words, so POWER_DOWN and friends do not count; NOT_RESPONDING alone is
-        # often a slurmd hiccup, so only a requeued job's nodes count it
-        bad = {"down", "fail", "failing"} | ({"drain", "not_responding"} if requeued else set())
-        mine = set(self._pinned_to(job))
-        lost = {}
-        for node in self._json("sinfo", "--json").get("nodes", []):
-            name = str(node.get("name"))
-            words = [str(node.get("state", "")), *map(str, node.get("state_flags", []))]
-            state = " ".join(words)
-            if name in mine and {w.lower() for w in words} & bad:
-                reason = f" ({node['reason']})" if node.get("reason") else ""
-                lost[name] = f"Slurm reports it {state.lower()}{reason}"
-        return lost
-
-    def _step(
-        self, external_name: str, nodes: list[str], command: str, tasks_per_node: int = 1
-    ) -> str:
-        """Run `command` as a step of the workload's running job on `nodes`; its stdout.
-        BackendError when the job is not running or the step fails (the gate retries)."""
-        jobs = [j for j in self._jobs(external_name, live_only=True) if j["job_state"] == "RUNNING"]
-        if not jobs:
-            raise BackendError(f"{external_name} has no running Slurm job")
-        job_id = max(int(j["job_id"]) for j in jobs)
-        done = self._run(
-            "srun",
-            f"--jobid={job_id}",
-            "--overlap",
-            f"--nodes={len(nodes)}",
-            f"--ntasks-per-node={tasks_per_node}",
-            f"--nodelist={','.join(nodes)}",
-            "bash",
-            "-c",
-            command,
-            check=False,
-            timeout=self.probes.timeout_seconds,
-        )
-        if done.returncode != 0:
-            why = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-            raise BackendError(f"{command!r} on {','.join(nodes)}: {why[0]}")
-        return done.stdout

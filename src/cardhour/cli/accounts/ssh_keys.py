@@ -3,34 +3,20 @@ gets in its `authorized_keys`."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
-from cardhour.core.errors import InvalidInput
-
-KEY_PREFIXES = ("ssh-", "ecdsa-", "sk-")
-
-
-def read_key(value: str) -> str:
-    """A key given on the command line: the key text itself, `-` for standard input, or the
-    path of a file (`~` expanded). The text is checked by the server, not here."""
-    if value.startswith(KEY_PREFIXES):
-        return value.strip()
-    if value == "-":
-        return sys.stdin.read()
-    path = Path(value).expanduser()
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or "not a text file"
-        raise InvalidInput(
-            f"{value!r} is neither a readable file ({why}) nor an OpenSSH public key"
-        ) from exc
+from cardhour.cli.common import (
+    JsonOption,
+    KeyOption,
+    UrlOption,
+    connect,
+    out,
+    print_json,
+    read_key,
+)
 
 
 def add(

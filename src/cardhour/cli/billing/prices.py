@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cardhour.api.schemas import CreditCreate, PriceRead, PriceSet
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
-from cardhour.client.client import new_idempotency_key
+from cardhour.client.connection import new_idempotency_key
 from cardhour.core.gpus import parse_gpu_request
 
 

@@ -13,12 +13,11 @@ import typer
 from rich.markup import escape
 
 from cardhour.api.schemas import InstanceCreate, InstanceRead
-from cardhour.cli.accounts.ssh_keys import read_key
-from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
+from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json, read_key
 from cardhour.cli.compute import ssh as ssh_config
 from cardhour.cli.render import connection_rows, status_text
 from cardhour.client import CardhourClient
-from cardhour.client.client import new_idempotency_key
+from cardhour.client.connection import new_idempotency_key
 from cardhour.core.errors import CardhourError
 from cardhour.core.gpus import parse_gpu_request
 from cardhour.core.states import InstanceStatus

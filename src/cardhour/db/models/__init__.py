@@ -15,6 +15,7 @@ from cardhour.db.models.billing import (
 )
 from cardhour.db.models.compute import (
     AllocationRow,
+    FleetInventoryRow,
     InstanceEventRow,
     InstanceRow,
     InstanceStageRow,
@@ -48,6 +49,7 @@ __all__ = [
     "AppRow",
     "AppVersionRow",
     "Base",
+    "FleetInventoryRow",
     "GrantMemberRow",
     "GrantRow",
     "IdempotencyKeyRow",

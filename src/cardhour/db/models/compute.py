@@ -39,6 +39,19 @@ class NodeRow(Base):
     drained_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
+class FleetInventoryRow(Base):
+    """One row (id 1): the fleet inventory's version, a fresh random id written in the same
+    transaction as any node added, changed, removed, drained or resumed
+    (`store.compute.nodes.inventory_changed`), never by allocations. A process caching what it
+    derived from the inventory (the launch's capacity summary) checks it is current with one
+    primary-key read; a copy of the database (same nodes) keeps the same version."""
+
+    __tablename__ = "fleet_inventory"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[str] = mapped_column(String(32))
+
+
 class AllocationRow(Base):
     """One GPU held by one instance. The unique constraint makes double allocation impossible."""
 

@@ -2,7 +2,7 @@
 
 A credit is its own ledger account funded from its issuer (`platform:sla`, `platform:grants`),
 spent before cash in the order `services.wallet` documents, possibly only for some GPU models,
-and swept back to its issuer when it expires (`ledger.expire_credits`).
+and swept back to its issuer when it expires (`credit_accounts.expire_credits`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from cardhour.core.clock import as_utc
 from cardhour.core.errors import InvalidInput, NotFound
 from cardhour.core.money import Money, MoneyError
 from cardhour.db.models import UserRow
-from cardhour.services.billing import ledger
-from cardhour.services.billing.ledger import CreditGrant
+from cardhour.services.billing import credit_accounts, ledger
+from cardhour.services.billing.credit_accounts import CreditGrant
 from cardhour.store.accounts import users as user_store
 
 GRANTABLE = (ledger.SLA, ledger.GRANT)
@@ -62,5 +62,5 @@ def grant(
         expires_at=as_utc(expires_at) if expires_at is not None else None,
         gpu_models=models,
     )
-    ledger.grant_credit(session, user.id, credit, now)
+    credit_accounts.grant_credit(session, user.id, credit, now)
     return user, credit

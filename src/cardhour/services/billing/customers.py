@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from cardhour.core.money import Money
 from cardhour.db.models import UserRow
 from cardhour.services.accounts import users as accounts
-from cardhour.services.billing import ledger
+from cardhour.services.billing import credit_accounts, ledger
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,10 @@ def sign_up(
     ledger.open_user_accounts(session, user.id, trial.amount.currency, now)
     if trial.amount.micros > 0:
         expires = now + trial.lifetime if trial.lifetime is not None else None
-        ledger.grant_credit(
+        credit_accounts.grant_credit(
             session,
             user.id,
-            ledger.CreditGrant(ledger.TRIAL, trial.amount, f"trial-{user.id}", expires),
+            credit_accounts.CreditGrant(ledger.TRIAL, trial.amount, f"trial-{user.id}", expires),
             now,
         )
     return user

@@ -1,4 +1,5 @@
-"""The double-entry ledger: accounts, immutable idempotent transfers, credits, verification.
+"""The double-entry ledger: accounts, immutable idempotent transfers, verification (a credit's
+account is granted and expired by `services.billing.credit_accounts`).
 
 Conventions (docs/dev/billing.md):
 - Every account's balance is credits − debits. User accounts (`cash`, the credit kinds, `hold`)
@@ -26,8 +27,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from cardhour.core.clock import as_utc
-from cardhour.core.errors import Conflict, InvalidInput
+from cardhour.core.errors import Conflict
 from cardhour.core.money import CARD_TIME_UNIT, Money
 from cardhour.db.models import LedgerAccountRow, LedgerTransferRow
 from cardhour.store.billing import ledger as store
@@ -277,86 +277,6 @@ def top_up(session: Session, user_id: str, amount: Money, now: datetime, referen
         now,
         ref=user_id,
     )
-
-
-@dataclass(frozen=True)
-class CreditGrant:
-    """A credit: money the platform gives, spent before cash, possibly limited in time and use."""
-
-    kind: str  # TRIAL | SLA | GRANT
-    amount: Money
-    credit_id: str  # idempotency: the same id is granted once
-    expires_at: datetime | None = None
-    gpu_models: tuple[str, ...] = ()  # empty: any model
-    priority: int | None = None  # default: DEFAULT_PRIORITY[kind]
-    ref: str | None = None
-
-
-def grant_credit(session: Session, user_id: str, grant: CreditGrant, now: datetime) -> str:
-    """Open the credit's own account and fund it from its issuer. Returns the account key."""
-    if grant.kind not in CREDIT_KINDS:
-        raise InvalidInput(f"unknown credit kind {grant.kind!r}")
-    if grant.amount.micros <= 0:
-        raise InvalidInput("a credit must be positive")
-    if grant.expires_at is not None and grant.expires_at <= now:
-        raise InvalidInput("a credit cannot expire before it is granted")
-    key = user_key(user_id, TRIAL) if grant.kind == TRIAL else credit_key(user_id, grant.credit_id)
-    models = ",".join(grant.gpu_models) or None
-    priority = DEFAULT_PRIORITY[grant.kind] if grant.priority is None else grant.priority
-    row = _ensure(
-        session,
-        key,
-        grant.kind,
-        grant.amount.currency,
-        user_id,
-        created_at=now,
-        expires_at=grant.expires_at,
-        gpu_models=models,
-        priority=priority,
-    )
-    expires = as_utc(row.expires_at) if row.expires_at is not None else None
-    if (row.kind, expires, row.gpu_models, row.priority) != (
-        grant.kind,
-        grant.expires_at,
-        models,
-        priority,
-    ):
-        raise Conflict(f"credit {grant.credit_id} exists with different terms")
-    post(
-        session,
-        f"credit:{grant.credit_id}",
-        platform_key(ISSUER[grant.kind]),
-        key,
-        grant.amount,
-        grant.kind,
-        now,
-        ref=grant.ref or user_id,
-    )
-    return key
-
-
-def expire_credits(session: Session, now: datetime) -> int:
-    """Sweep what is left on expired credits back to their issuers. Returns the transfers made."""
-    expired = store.expired_with_balance(session, now)
-    if not expired:
-        return 0
-    keys = [r.key for r in expired] + [platform_key(ISSUER[r.kind]) for r in expired]
-    book = open_book(session, now, keys)
-    for row in expired:
-        locked = book.row(row.key)
-        left = balance_of(locked)
-        if left > 0:
-            book.transfer(
-                f"expire:{locked.id}:{locked.debits_posted}",
-                locked.key,
-                platform_key(ISSUER[locked.kind]),
-                left,
-                "credit_expiry",
-                locked.owner_id,
-            )
-    made = len(book._rows)
-    book.flush()
-    return made
 
 
 @dataclass(frozen=True)

@@ -151,11 +151,18 @@ def price_list(session: Session, catalog: Catalog, now: datetime) -> list[PriceL
     return lines
 
 
-def launch_price(
-    prices: PriceHistory, catalog: Catalog, gpu_model: str, plan: str, now: datetime
-) -> Money:
-    """Per card-hour for a launch that may land in any data centre with the model: the dearest."""
-    on_demand = prices.highest(gpu_model, model_dcs(catalog, gpu_model), now)
+def dearest(prices: PriceHistory, gpu_model: str, now: datetime) -> Money:
+    """The one rule for "the dearest data centre": the highest on-demand price of `gpu_model`
+    in force at `now` among every data centre with a price for it. An instance is placed only
+    where its model has a price (`run_price` needs one), so no run costs more than this: what a
+    request that may land anywhere (a launch, a quote, a start) is priced and held at."""
+    return prices.highest(gpu_model, prices.data_centres(gpu_model), now)
+
+
+def launch_price(prices: PriceHistory, gpu_model: str, plan: str, now: datetime) -> Money:
+    """Per card-hour for a launch (or a quote) that may land in any data centre with the
+    model: the `dearest`, less the monthly discount on the monthly plan."""
+    on_demand = dearest(prices, gpu_model, now)
     if plan == Plan.MONTHLY.value:
         return on_demand.percent_off(prices.monthly_discount_percent)
     return on_demand
@@ -196,7 +203,7 @@ def create_quote(
     count = validate_gpu_count(count)
     if plan not in (Plan.ON_DEMAND.value, Plan.MONTHLY.value):
         raise InvalidInput(f"unknown plan {plan!r}; plans: on_demand, monthly")
-    price = launch_price(history(session, catalog), catalog, model.id, plan, now)
+    price = launch_price(history(session, catalog), model.id, plan, now)
     return store.add_quote(
         session,
         QuoteRow(

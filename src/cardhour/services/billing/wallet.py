@@ -175,16 +175,25 @@ def held_for(session: Session, row: InstanceRow) -> int:
 
 
 def open_wallet(
-    session: Session, now: datetime, owners: Sequence[str], platform: Sequence[str] = ()
+    session: Session,
+    now: datetime,
+    owners: Sequence[str],
+    platform: Sequence[str] = (),
+    holds: Sequence[str] | None = None,
 ) -> Book:
     """Lock every account of `owners` (cash, credits, holds), the grant-hours accounts of their
-    teams (with the platform accounts grant use posts to), plus `platform` accounts."""
+    teams (with the platform accounts grant use posts to), plus `platform` accounts. `holds`:
+    of the owners' hold accounts (one per instance they ever launched) only these keys."""
     shared = store.active_grant_accounts(session, owners, now) if owners else {}
     keys = [ledger.platform_key(k) for k in platform]
     if shared:
         keys += sorted({k for ks in shared.values() for k in ks})
         keys += [ledger.platform_key(k) for k in ("grants", "grant_hours_used", "revenue")]
-    book = ledger.open_book(session, now, keys, owners)
+    if holds is None:
+        book = ledger.open_book(session, now, keys, owners)
+    else:
+        rows = store.lock_accounts(session, [*keys, *holds], owners, holds=False)
+        book = Book(session, now, {r["key"]: Account(**r) for r in rows})
     book.shared = shared
     return book
 
@@ -200,8 +209,9 @@ def place_hold(
     aside: instances of a team share them, and once they run out the charges fall to the hold,
     credits and cash)."""
     ledger.ensure_hold_account(session, row.owner_id, row.id, amount.currency, now)
-    book = open_wallet(session, now, [row.owner_id])
-    hold = book.row(ledger.hold_key(row.owner_id, row.id))
+    key = ledger.hold_key(row.owner_id, row.id)
+    book = open_wallet(session, now, [row.owner_id], holds=[key])  # not the owner's other holds
+    hold = book.row(key)
     need = amount.micros
     if usage_price:
         need = max(need - grant_value(book, row.owner_id, row.gpu_model, usage_price), 0)
@@ -226,7 +236,7 @@ def release_hold(session: Session, row: InstanceRow, now: datetime) -> int:
     the rest goes back to the last ones (cash first, then credits in reverse spending order).
     Returns the amount released."""
     key = ledger.hold_key(row.owner_id, row.id)
-    book = open_wallet(session, now, [row.owner_id])
+    book = open_wallet(session, now, [row.owner_id], holds=[key])
     hold = book.accounts.get(key)
     if hold is None or ledger.balance_of(hold) <= 0:
         return 0

@@ -1,6 +1,6 @@
 """The metering pass: end or convert monthly plans, charge running instances on a cadence, and
 warn then stop owners whose money runs out. (Expired credits are swept just before, in their
-own transaction: `ledger.expire_credits`.)
+own transaction: `credit_accounts.expire_credits`.)
 
 Charges are posted at most every `charge_every_seconds` per instance (and always when an instance
 leaves `running`), so the ledger gets one transfer per source per instance per interval.
@@ -28,7 +28,7 @@ from cardhour.core.states import InstanceStatus, Plan
 from cardhour.db.models import InstanceRow
 from cardhour.services.billing import ledger, metering, pricing, wallet
 from cardhour.services.billing.ledger import CASH, Account, Book
-from cardhour.services.compute.instances import end_plan_if_over, switch_status
+from cardhour.services.compute.lifecycle import end_plan_if_over, switch_status
 from cardhour.store.accounts import users as user_store
 from cardhour.store.billing import usage as usage_store
 from cardhour.store.billing.usage import Rated, RunningRow

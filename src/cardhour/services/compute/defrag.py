@@ -24,7 +24,7 @@ from cardhour.core.catalog import Catalog
 from cardhour.core.gpus import parse_gpu_request
 from cardhour.core.states import HOLDS_GPUS, InstanceStatus
 from cardhour.scheduler import Pending, Placement, Profile, Request, Scheduler
-from cardhour.scheduler.defrag import DefragPlan, plan_defrag
+from cardhour.scheduler.defrag.plan import DefragPlan, plan_defrag
 from cardhour.services.compute import fleet, placement, scheduling
 from cardhour.store.compute import instances as store
 

@@ -36,33 +36,32 @@ def specs_of(session: Session, node_ids: Iterable[str]) -> dict[str, NodeSpec]:
     """The nodes of those ids as the inventory recorded them (the backend's view, which on
     Slurm is not the fleet file's)."""
     wanted = set(node_ids)
-    return {row.id: spec_of(row) for row in store.list_nodes(session) if row.id in wanted}
+    return {row.id: spec_of(row) for row in store.get_nodes(session, wanted)}
+
+
+def inventory_version(session: Session) -> str | None:
+    """The fleet inventory's version: it moves with every node added, changed, no longer
+    reported, drained or resumed (`store.compute.nodes.inventory_changed`)."""
+    return store.inventory_version(session)
 
 
 def sync_nodes(session: Session, inventory: Iterable[NodeSpec]) -> tuple[int, int]:
     """Upsert nodes from a backend's inventory; nodes it no longer reports become unschedulable.
 
-    Returns (added, updated). A node keeps its allocations whatever happens here.
+    Returns (added, updated). A node keeps its allocations whatever happens here. A sync that
+    changes nothing (the usual tick) reads the nodes without locking them.
     """
+    specs = list(inventory)
+    if not _differs(store.list_nodes(session), specs):
+        return 0, 0
     # locked: a readiness drain committing meanwhile must not be overwritten
     existing = {row.id: row for row in store.list_nodes(session, lock=True)}
     seen: set[str] = set()
     added = updated = 0
-    for spec in inventory:
+    for spec in specs:
         seen.add(spec.id)
         row = existing.get(spec.id)
-        fields = dict(
-            data_centre=spec.data_centre,
-            gpu_model=spec.gpu_model,
-            gpu_count=spec.gpu_count,
-            cpus=spec.cpus,
-            memory_gb=spec.memory_gb,
-            ib_leaf=spec.ib_leaf,
-            ib_spine=spec.ib_spine,
-            ib_rails=spec.ib_rails,
-            ib_gbps_per_rail=spec.ib_gbps_per_rail,
-            schedulable=row is None or row.drained_reason is None,
-        )
+        fields = _fields(spec, row)
         if row is None:
             store.add_node(session, NodeRow(id=spec.id, allocation_version=0, **fields))
             added += 1
@@ -76,8 +75,36 @@ def sync_nodes(session: Session, inventory: Iterable[NodeSpec]) -> tuple[int, in
             row.schedulable = False
             row.allocation_version += 1
             updated += 1
+    if updated:  # (an added node recorded its own change)
+        store.inventory_changed(session)
     session.flush()
     return added, updated
+
+
+def _fields(spec: NodeSpec, row: NodeRow | None) -> dict[str, object]:
+    """The node row's columns as the inventory reports them."""
+    return dict(
+        data_centre=spec.data_centre,
+        gpu_model=spec.gpu_model,
+        gpu_count=spec.gpu_count,
+        cpus=spec.cpus,
+        memory_gb=spec.memory_gb,
+        ib_leaf=spec.ib_leaf,
+        ib_spine=spec.ib_spine,
+        ib_rails=spec.ib_rails,
+        ib_gbps_per_rail=spec.ib_gbps_per_rail,
+        schedulable=row is None or row.drained_reason is None,
+    )
+
+
+def _differs(rows: Iterable[NodeRow], specs: list[NodeSpec]) -> bool:
+    """Whether `sync_nodes` would change anything."""
+    existing = {row.id: row for row in rows}
+    for spec in specs:
+        row = existing.pop(spec.id, None)
+        if row is None or any(getattr(row, k) != v for k, v in _fields(spec, row).items()):
+            return True
+    return any(row.schedulable for row in existing.values())
 
 
 @dataclass
@@ -158,7 +185,7 @@ def node_usage(session: Session) -> list[NodeUsage]:
 def resume(session: Session, node_id: str) -> None:
     """Clear a readiness drain. NotFound for an unknown node; Conflict when the node is not
     drained (it may be unschedulable because the backend stopped reporting it)."""
-    row = next((r for r in store.list_nodes(session) if r.id == node_id), None)
+    row = next(iter(store.get_nodes(session, [node_id])), None)
     if row is None:
         raise NotFound(f"no node {node_id!r}")
     if row.drained_reason is None:

@@ -1,6 +1,7 @@
-"""Instances: the intent side (create, stop, start, terminate) and the one state function.
+"""Instances: the intent side (launch, stop, start, terminate) and what they hold.
 
-The API calls these and commits; nothing here calls a backend. Reconcilers converge.
+The API calls these and commits; nothing here calls a backend. Reconcilers converge. State
+changes go through `lifecycle.switch_status`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import json
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -28,26 +29,26 @@ from cardhour.core.errors import (
 from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money
 from cardhour.core.slurmconf import SlurmFiles
-from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transition
+from cardhour.core.states import InstanceStatus, Plan
 from cardhour.db.models import InstanceEventRow, InstanceRow, UserRow
-from cardhour.scheduler import Pending, Scheduler
 from cardhour.services.accounts import ssh_keys
-from cardhour.services.billing import ledger, metering, pricing, wallet
-from cardhour.services.compute import fleet, placement, sla
+from cardhour.services.billing import metering, pricing, wallet
+from cardhour.services.compute import capacity, placement
+from cardhour.services.compute.lifecycle import COMMITTED, end_plan_if_over, switch_status
 from cardhour.services.ids import new_id
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 
 S = InstanceStatus
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
-#: Statuses in which an instance keeps its hold (money set aside at launch or start).
-COMMITTED = (S.PENDING, S.PROVISIONING, S.RUNNING)
-PLAN_PERIOD = timedelta(days=30)
 AT_EXPIRY = ("stop", "on_demand")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LaunchRequest:
+    """What a launch asks for, by field name (the API builds it from `InstanceCreate`'s fields,
+    which carry the same names)."""
+
     gpu: str
     count: int
     name: str | None = None
@@ -60,143 +61,6 @@ class LaunchRequest:
     nodes: int = 1  # > 1: a cluster of whole nodes, `count` GPUs each
     weights: str | None = None  # model weights to mount (placement prefers where they are)
     bare_metal: bool = False  # whole nodes held exclusively
-
-
-def switch_status(
-    session: Session,
-    row: InstanceRow,
-    new: InstanceStatus,
-    now: datetime,
-    reason: str | None = None,
-) -> None:
-    """The only way an instance changes state: checks the transition, keeps metering and GPU
-    allocations consistent with the new state, and records an event — all in the caller's
-    transaction."""
-    current = S(row.status)
-    if not can_transition(current, new):
-        raise InvalidTransition(f"instance {row.name} cannot go from {current} to {new}")
-    end_plan_if_over(session, row, now)
-    if current == S.RUNNING:
-        metering.close_usage(session, row, now, pricing.history(session))
-    if new == S.FAILED:  # lost by the platform, running or while a node was being replaced
-        _refund_unused_plan(session, row, now)
-    if new == S.RUNNING:
-        # ready again after the platform replaced a node (no request open): the run goes on
-        # at its price
-        repaired = row.requested_at is None and store.has_run(session, row.id)
-        if row.plan == Plan.MONTHLY.value and row.plan_until is None:
-            _start_plan(session, row, now)
-        elif not metering.on_plan(row, now):
-            if row.data_centre is not None and not repaired:  # the price in force now
-                prices = pricing.history(session)
-                # a quote caps the price until the instance first runs, however often the
-                # platform had to place it again before that
-                first = row.quoted_price_micros is not None and not store.has_run(session, row.id)
-                row.price_micros = pricing.run_price(
-                    prices, row, row.data_centre, now, first
-                ).micros
-            metering.open_usage(row, now)
-    if current in COMMITTED and new not in COMMITTED:
-        wallet.release_hold(session, row, now)
-    if current in HOLDS_GPUS and new not in HOLDS_GPUS:
-        node_store.release_allocations(session, row.id)
-    if current == S.STOPPED and new == S.PENDING:  # a user's start; not a replacement
-        row.requested_at, row.sla_warned_at = now, None
-    # given up before it was ready (a running instance's request was settled when it ran)
-    given_up = current in (S.PENDING, S.PROVISIONING) and new not in COMMITTED
-    row.status = new.value
-    row.status_reason = reason
-    row.updated_at = now
-    row.lease_token = None
-    row.lease_expires_at = None
-    store.add_event(
-        session,
-        InstanceEventRow(
-            instance_id=row.id,
-            at=now,
-            from_status=current.value,
-            to_status=new.value,
-            reason=reason,
-        ),
-    )
-    if new == S.RUNNING:
-        sla.settle_ready(session, row, now)
-    elif given_up:  # time back if the SLA window had passed
-        sla.settle_given_up(session, row, now, by_platform=new == S.FAILED)
-
-
-def _start_plan(session: Session, row: InstanceRow, now: datetime) -> None:
-    """The monthly plan starts when the instance first runs: its price for the data centre it
-    landed in is taken from the hold up front, the rest of the hold goes back."""
-    total = pricing.plan_total(metering.price_of(row), row.gpu_count).micros
-    book = wallet.open_wallet(session, now, [row.owner_id], ["revenue"])
-    from_hold = min(total, wallet.hold_balance(book, row))
-    revenue = ledger.platform_key("revenue")
-    if from_hold:
-        book.transfer(
-            f"plan:{row.id}:hold",
-            ledger.hold_key(row.owner_id, row.id),
-            revenue,
-            from_hold,
-            "plan",
-            row.id,
-        )
-    # the hold was the dearest data centre's plan and placement never charges more: nothing is
-    # left to draw, and if something were, it must not overdraw
-    wallet.draw(
-        book,
-        row.owner_id,
-        row.gpu_model,
-        total - from_hold,
-        revenue,
-        f"plan:{row.id}",
-        "plan",
-        row.id,
-        overdraft=False,
-    )
-    book.flush()
-    wallet.release_hold(session, row, now)  # what the plan did not take
-    row.plan_until = now + PLAN_PERIOD
-
-
-def end_plan_if_over(session: Session, row: InstanceRow, now: datetime) -> bool:
-    """A monthly plan whose 30 days are over becomes on demand wherever the row is next seen
-    (the metering pass, a state change, a stop, a start). A running instance whose owner chose
-    `on_demand` is billed from the plan's end; one whose owner chose `stop` is not billed for
-    the moments until it stops (the metering pass stops it). Returns True when it ended now."""
-    if row.plan != Plan.MONTHLY.value or row.plan_until is None:
-        return False
-    ended = as_utc(row.plan_until)
-    if ended > now:
-        return False
-    row.plan = Plan.ON_DEMAND.value
-    running = row.status == S.RUNNING.value and row.running_since is None
-    if running and row.plan_at_expiry == "on_demand" and row.data_centre is not None:
-        row.price_micros = pricing.history(session).at(row.gpu_model, row.data_centre, ended).micros
-        metering.open_usage(row, ended)
-    return True
-
-
-def _refund_unused_plan(session: Session, row: InstanceRow, now: datetime) -> None:
-    """The platform lost a prepaid instance: the unused part of the plan goes back as cash
-    (pro rata by the second, rounded down)."""
-    if not metering.on_plan(row, now) or row.plan_until is None:
-        return
-    left = (as_utc(row.plan_until) - now) // timedelta(seconds=1)
-    paid = pricing.plan_total(metering.price_of(row), row.gpu_count).micros
-    refund = paid * left // int(PLAN_PERIOD.total_seconds())
-    row.plan_until = now
-    if refund > 0:
-        ledger.post(
-            session,
-            f"plan_refund:{row.id}",
-            ledger.platform_key("revenue"),
-            ledger.user_key(row.owner_id, ledger.CASH),
-            Money(refund, row.currency),
-            "plan_refund",
-            now,
-            row.id,
-        )
 
 
 def _validate_name(name: str | None, model_id: str) -> str:
@@ -264,14 +128,14 @@ def _hold(
 def create(
     session: Session,
     catalog: Catalog,
-    scheduler: Scheduler,
     user: UserRow,
     req: LaunchRequest,
     now: datetime,
 ) -> InstanceRow:
     """Validate, price, check the balance covers an hour, and record a `pending` instance.
 
-    Raises NoCapacity if the request could not be placed even on an all-free fleet."""
+    Raises NoCapacity if the request could not be placed even on an all-free fleet (answered
+    by the fleet's capacity summary, `capacity.current`)."""
     model = catalog.model(req.gpu)
     count = validate_gpu_count(req.count)
     if req.plan not in (Plan.ON_DEMAND.value, Plan.MONTHLY.value):
@@ -283,8 +147,8 @@ def create(
     extra_key = req.ssh_key if req.ssh_key is not None and req.ssh_key.strip() else None
     ssh_key = ssh_keys.authorized_keys(session, user.id, extra_key)
     name = _validate_name(req.name, model.id)
-    state = fleet.load(session, catalog, all_free=True).state
-    shapes = placement.node_shapes(state)
+    fleet = capacity.current(session)  # the inventory's summary, not the fleet itself
+    shapes = fleet.shapes
     if req.nodes != 1:
         count = cluster_count(shapes, model.id, count, req.nodes)
     size = shapes[model.id].gpus if model.id in shapes else None
@@ -292,17 +156,8 @@ def create(
         raise InvalidInput(
             f"bare metal takes whole nodes: ask for {model.id}:{size} (or --nodes), not {count}"
         )
-    request = placement.to_request(shapes, "launch", model.id, count, bare_metal=req.bare_metal)
-    ever = (
-        request
-        if isinstance(request, Pending)
-        else scheduler.place(state, request, look_ahead=False)  # whether, not where
-    )
-    if isinstance(ever, Pending):
-        raise NoCapacity(f"no {count} × {model.id} can be placed on this fleet: {ever.reason}")
-    price = pricing.launch_price(
-        pricing.history(session, catalog), catalog, model.id, req.plan, now
-    )
+    fleet.check(model.id, count, req.bare_metal)
+    price = pricing.launch_price(pricing.history(session, catalog), model.id, req.plan, now)
     quoted: Money | None = None
     if req.quote_id:
         quote = pricing.honoured_quote(session, user, req.quote_id, model.id, count, req.plan, now)
@@ -390,7 +245,7 @@ def cluster_of(session: Session, row: InstanceRow) -> list[ClusterNode]:
     connection = json.loads(row.connection) if row.connection else {}
     hosts = connection.get("hosts")
     addresses = {str(k): str(v) for k, v in hosts.items()} if isinstance(hosts, dict) else {}
-    rails = {n.id: n.ib_rails for n in node_store.list_nodes(session) if n.id in gpus_by_node}
+    rails = {n.id: n.ib_rails for n in node_store.get_nodes(session, gpus_by_node)}
     order = json.loads(row.node_order) if row.node_order else []
     return cluster.layout(row.name, gpus_by_node, addresses, rails, order)
 
@@ -402,7 +257,7 @@ def slurm_files(session: Session, row: InstanceRow) -> SlurmFiles:
     nodes = cluster_of(session, row)
     if not nodes or row.status != S.RUNNING.value:
         raise Conflict(f"instance {row.name} is {row.status}: Slurm needs it running")
-    rows = {n.id: n for n in node_store.list_nodes(session) if n.id in {c.node for c in nodes}}
+    rows = {n.id: n for n in node_store.get_nodes(session, {c.node for c in nodes})}
     return slurmconf.render(
         row.name,
         [
@@ -460,8 +315,7 @@ def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> In
         plan_price = Money(row.quoted_price_micros, row.currency)
         _hold(session, row, pricing.plan_total(plan_price, row.gpu_count), "the 30-day plan", now)
     else:
-        prices = pricing.history(session)
-        price = prices.highest(row.gpu_model, prices.data_centres(row.gpu_model), now)
+        price = pricing.dearest(pricing.history(session), row.gpu_model, now)
         _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now, price)
     row.desired = "running"
     switch_status(session, row, S.PENDING, now, "start requested by user (GPUs are re-allocated)")

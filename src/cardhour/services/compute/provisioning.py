@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from cardhour.core.clock import as_utc
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceRow
-from cardhour.services.compute.instances import switch_status
+from cardhour.services.compute.lifecycle import switch_status
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 

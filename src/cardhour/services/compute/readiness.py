@@ -36,7 +36,7 @@ from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceRow, InstanceStageRow
 from cardhour.scheduler.replace import replacements
 from cardhour.services.compute import fleet
-from cardhour.services.compute.instances import switch_status
+from cardhour.services.compute.lifecycle import switch_status
 from cardhour.services.compute.provisioning import Claim, apply_running, fenced
 from cardhour.store.compute import instances as instance_store
 from cardhour.store.compute import nodes as node_store

@@ -21,8 +21,8 @@ from cardhour.db.locking import try_leader_lock
 from cardhour.db.models import InstanceRow
 from cardhour.scheduler import FleetState, Pending, Placement, Scheduler, TypicalWorkload
 from cardhour.services.billing import metering, pricing
-from cardhour.services.compute import fleet, placement, readiness
-from cardhour.services.compute.instances import switch_status
+from cardhour.services.compute import capacity, fleet, placement, readiness
+from cardhour.services.compute.lifecycle import fix_price, switch_status
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 
@@ -38,9 +38,10 @@ class CycleResult:
     pending: dict[str, str] = field(default_factory=dict)  # instance id -> reason
 
 
-def requested_at(row: InstanceRow) -> datetime:
-    """When the placement now being made was asked for: the launch, or the last time the
-    instance went back to `pending` (a start, a node replaced)."""
+def pending_since(row: InstanceRow) -> datetime:
+    """When the placement now being made was asked for: the instance's last move to `pending`
+    (its launch, a start, a node replaced). Not `InstanceRow.requested_at`, the SLA's clock,
+    which a node replaced by the platform does not restart."""
     return as_utc(row.updated_at)  # only a status change moves it (`switch_status`)
 
 
@@ -76,9 +77,9 @@ def typical_workload(
     return placement.typical_workload(shapes, store.recent_requests(session, window))
 
 
-def make_scheduler(session: Session, catalog: Catalog, policy: str, window: int) -> Scheduler:
+def make_scheduler(session: Session, policy: str, window: int) -> Scheduler:
     """The engine running `policy`, with the typical workload of the fleet as it is now."""
-    shapes = placement.node_shapes(fleet.load(session, catalog, all_free=True).state)
+    shapes = capacity.current(session).shapes
     return Scheduler(policy, typical_workload(session, shapes, window))
 
 
@@ -120,12 +121,11 @@ def run_cycle(
         row.node_order = json.dumps(nodes)
         row.data_centre = where.data_centre
         if not metering.on_plan(row, now):  # a prepaid plan keeps the price it was paid at
-            first = row.quoted_price_micros is not None and not store.has_run(session, row.id)
-            row.price_micros = pricing.run_price(prices, row, where.data_centre, now, first).micros
+            fix_price(session, row, prices, now)
         row.attempt += 1
         row.external_name = f"ch-{row.id}-{row.attempt}"
         placed_on = ", ".join(nodes)
-        requested = requested_at(row)
+        requested = pending_since(row)
         said, weights = f"placed on {placed_on}", None
         if row.weights is not None:
             plan = catalog.weights_plan(row.weights, where.data_centre)

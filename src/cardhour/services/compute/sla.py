@@ -28,7 +28,7 @@ from cardhour.core.money import Money, rate_micros
 from cardhour.core.states import InstanceStatus
 from cardhour.db.locking import for_update
 from cardhour.db.models import InstanceRow
-from cardhour.services.billing import ledger
+from cardhour.services.billing import credit_accounts, ledger
 from cardhour.store.compute.instances import note
 
 OPEN = (InstanceStatus.PENDING.value, InstanceStatus.PROVISIONING.value)
@@ -98,8 +98,8 @@ def _settle(
     if amount.micros <= 0:
         return None
     credit_id = f"sla-{row.id}-{int(requested.timestamp())}"
-    grant = ledger.CreditGrant(ledger.SLA, amount, credit_id, ref=row.id)
-    ledger.grant_credit(session, row.owner_id, grant, now)
+    grant = credit_accounts.CreditGrant(ledger.SLA, amount, credit_id, ref=row.id)
+    credit_accounts.grant_credit(session, row.owner_id, grant, now)
     minutes, seconds = divmod(waited, 60)
     note(
         session,

@@ -7,8 +7,8 @@ member's instance of such a model is paid from the grant first (`wallet.spend_gr
 time it is worth at the instance's price moves to `platform:grant_hours_used` and that money from
 `platform:grants` to revenue, so the instance's bill is its usage × rate as always and the
 sponsorship shows as the platform's expense. What is left at `expires_at` goes back to
-`platform:grant_hours_pool` (`ledger.expire_credits`). Every step is a ledger transfer, so the
-usage report below is read from the ledger.
+`platform:grant_hours_pool` (`credit_accounts.expire_credits`). Every step is a ledger
+transfer, so the usage report below is read from the ledger.
 """
 
 from __future__ import annotations

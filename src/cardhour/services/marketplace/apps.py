@@ -15,20 +15,21 @@ import hashlib
 import io
 import json
 import zipfile
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cardhour.backends.apps.runtime import AppSpec
 from cardhour.core import apps
 from cardhour.core.apps import AppManifest, AppStatus
 from cardhour.core.errors import Conflict, Forbidden, InvalidInput, NotFound
+from cardhour.core.replicas import AppSpec, version_key
 from cardhour.db.models import AppRow, AppVersionRow, UserRow
 from cardhour.services.accounts import users as accounts
 from cardhour.services.ids import new_id
 from cardhour.services.marketplace.earnings import open_developer_accounts
+from cardhour.store.marketplace import apps as store
 
 MAX_CODE_BYTES = 20 * 1024 * 1024
 
@@ -83,7 +84,7 @@ def publish(
     the slug belongs to another developer."""
     manifest = apps.parse_manifest(manifest_text)
     digest = check_code(code, manifest)
-    app = session.scalars(select(AppRow).where(AppRow.slug == manifest.slug)).first()
+    app = store.get_app(session, manifest.slug)
     if app is not None and app.developer_id != developer.id:
         raise Forbidden(f"the slug {manifest.slug!r} belongs to another developer", field="slug")
     if app is None:
@@ -96,11 +97,11 @@ def publish(
             created_at=now,
             updated_at=now,
         )
-        session.add(app)
+        store.add_app(session, app)
         open_developer_accounts(session, developer.id, currency)
     version = AppVersionRow(
         app_id=app.id,
-        version=_next_version(session, app.id),
+        version=store.last_version(session, app.id) + 1,
         manifest=manifest.model_dump_json(),
         price_micros=manifest.price_micros,
         code_sha256=digest,
@@ -112,7 +113,7 @@ def publish(
         tmp = path.with_suffix(f".{new_id()}.tmp")
         tmp.write_bytes(code)
         tmp.replace(path)
-    session.add(version)
+    store.add_version(session, version)
     app.current_version, app.updated_at = version.version, now
     if app.status != AppStatus.DRAFT:  # the new version awaits review; the live one serves on
         app.status, app.status_reason = AppStatus.DRAFT.value, None
@@ -120,32 +121,22 @@ def publish(
     return app, version
 
 
-def _next_version(session: Session, app_id: str) -> int:
-    found = session.scalars(
-        select(AppVersionRow.version).where(AppVersionRow.app_id == app_id)
-    ).all()
-    return max(found, default=0) + 1
-
-
 def owned(session: Session, developer: UserRow, slug: str) -> AppRow:
     """The developer's app; another developer's app is indistinguishable from a missing one."""
-    app = session.scalars(select(AppRow).where(AppRow.slug == slug)).first()
+    app = store.get_app(session, slug)
     if app is None or app.developer_id != developer.id:
         raise NotFound(f"no app {slug!r} of yours")
     return app
 
 
 def owned_by(session: Session, developer_id: str) -> list[AppRow]:
-    return list(
-        session.scalars(
-            select(AppRow).where(AppRow.developer_id == developer_id).order_by(AppRow.slug)
-        )
-    )
+    """The developer's apps, by slug (the API's `GET /apps/mine` and the console's dashboard)."""
+    return store.list_apps_of(session, developer_id)
 
 
 def listed(session: Session, slug: str) -> AppRow:
     """An app with a live (approved) version: what other accounts see and call."""
-    app = session.scalars(select(AppRow).where(AppRow.slug == slug)).first()
+    app = store.get_app(session, slug)
     if app is None or app.live_version is None:
         raise NotFound(f"no app {slug!r} in the marketplace")
     return app
@@ -154,9 +145,7 @@ def listed(session: Session, slug: str) -> AppRow:
 def version_of(session: Session, app: AppRow, version: int | None = None) -> AppVersionRow:
     """A version of the app; by default its current (latest) one."""
     wanted = app.current_version if version is None else version
-    row = session.scalars(
-        select(AppVersionRow).where(AppVersionRow.app_id == app.id, AppVersionRow.version == wanted)
-    ).first()
+    row = store.get_version(session, app.id, wanted)
     if row is None:
         raise NotFound(f"app {app.slug} has no version {wanted}")
     return row
@@ -169,6 +158,23 @@ def live_of(session: Session, app: AppRow) -> AppVersionRow:
     return version_of(session, app, app.live_version)
 
 
+@dataclass(frozen=True)
+class AppView:
+    """An app with one of its versions as it is shown: its manifest and its runtime key."""
+
+    app: AppRow
+    version: AppVersionRow
+    manifest: AppManifest
+    key: str  # `core.replicas.version_key`: where the runtime counts its replicas
+
+
+def view(session: Session, app: AppRow, live: bool = False) -> AppView:
+    """The app as its developer sees it (the current version), or as callers do (`live`: the
+    approved version; NotFound when none is)."""
+    version = live_of(session, app) if live else version_of(session, app)
+    return AppView(app, version, manifest_of(version), version_key(app.id, version.version))
+
+
 def manifest_of(version: AppVersionRow) -> AppManifest:
     return AppManifest.model_validate(json.loads(version.manifest))
 
@@ -177,7 +183,7 @@ def spec_of(code_dir: Path, app: AppRow, version: AppVersionRow) -> AppSpec:
     """What the runtime needs to run replicas of this version."""
     manifest = manifest_of(version)
     return AppSpec(
-        f"{app.id}:{version.version}",
+        version_key(app.id, version.version),
         package_path(code_dir, app.id, version.code_sha256),
         manifest.entrypoint,
         manifest.scaling,
@@ -188,16 +194,7 @@ def spec_of(code_dir: Path, app: AppRow, version: AppVersionRow) -> AppSpec:
 
 def serving(session: Session, code_dir: Path) -> list[AppSpec]:
     """The versions callers are served: the live version of every listed app."""
-    rows = session.execute(
-        select(AppRow, AppVersionRow)
-        .join(
-            AppVersionRow,
-            (AppVersionRow.app_id == AppRow.id) & (AppVersionRow.version == AppRow.live_version),
-        )
-        .where(AppRow.status == AppStatus.LISTED.value)
-        .order_by(AppRow.slug)
-    )
-    return [spec_of(code_dir, app, version) for app, version in rows]
+    return [spec_of(code_dir, app, version) for app, version in store.list_serving(session)]
 
 
 def rollback(
@@ -230,7 +227,7 @@ def decide(
         raise InvalidInput(f"unknown review action {action!r}; approve, reject or delist")
     if action == "reject" and not (reason or "").strip():
         raise InvalidInput("a rejection needs a reason for the developer", field="reason")
-    app = session.scalars(select(AppRow).where(AppRow.slug == slug)).first()
+    app = store.get_app(session, slug)
     if app is None:
         raise NotFound(f"no app {slug!r}")
     _move(app, action, reason, now)
@@ -245,10 +242,7 @@ def decide(
 
 def catalogue(session: Session, category: str | None = None) -> list[tuple[AppRow, AppManifest]]:
     """Apps with a live version, with its manifest, by category then slug."""
-    rows = session.scalars(
-        select(AppRow).where(AppRow.live_version.is_not(None)).order_by(AppRow.slug)
-    ).all()
-    found = [(app, manifest_of(live_of(session, app))) for app in rows]
+    found = [(app, manifest_of(live_of(session, app))) for app in store.list_live_apps(session)]
     if category is not None:
         found = [(a, m) for a, m in found if m.category == category]
     return sorted(found, key=lambda am: (am[1].category, am[0].slug))

@@ -2,25 +2,25 @@
 `cardhour-app.yaml` is published by a demo developer account (`DEMO_DEVELOPER`), submitted and
 approved by the admin, once: a slug already in the marketplace is left as it is (the operator
 may have delisted it). An app whose Python requirements this platform lacks is skipped, with
-the reason (replicas use the platform's packages, `backends.apps.runtime.missing`)."""
+the reason (replicas use the platform's packages: the runtime's `missing`, passed in by the
+composition root)."""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cardhour.backends.apps.runtime import missing
 from cardhour.core import apps as core_apps
 from cardhour.db.engine import transaction
-from cardhour.db.models import AppRow
 from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import customers
 from cardhour.services.marketplace import apps
+from cardhour.store.marketplace import apps as store
 
 DEMO_DEVELOPER = "demo-apps@cardhour.local"
 MANIFEST = core_apps.MANIFEST_FILE
@@ -45,14 +45,16 @@ def install(
     admin_email: str,
     trial: customers.Trial,
     now: datetime,
+    missing: Callable[[Collection[str]], list[str]],
 ) -> list[DemoApp]:
-    """List every demo app of `folder` not in the marketplace yet (module docstring)."""
+    """List every demo app of `folder` not in the marketplace yet (module docstring), one
+    transaction each; `missing` says which of an app's requirements replicas would lack."""
     done: list[DemoApp] = []
     for app_dir in sorted(p for p in folder.iterdir() if (p / MANIFEST).is_file()):
         text = (app_dir / MANIFEST).read_text()
         manifest = core_apps.parse_manifest(text)
         with transaction(sessions) as session:
-            if session.scalar(select(AppRow.id).where(AppRow.slug == manifest.slug)):
+            if store.app_exists(session, manifest.slug):
                 done.append(DemoApp(manifest.slug, "present"))
                 continue
             if lacking := missing(tuple(manifest.requirements)):

@@ -24,33 +24,30 @@ to the payout account; `mark_paid` (operator) closes it into `app_payouts`.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
 
-from sqlalchemy import Executable, Table, func, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from cardhour.core import apps
 from cardhour.core.errors import Conflict, InvalidInput, NotFound
 from cardhour.core.money import Money
-from cardhour.db.locking import for_claim, for_update
-from cardhour.db.models import AppCallRow, LedgerAccountRow, PayoutRow
+from cardhour.db.models import AppCallRow, PayoutRow
 from cardhour.services.billing import ledger
 from cardhour.services.ids import new_id
+from cardhour.store.marketplace import calls as call_store
+from cardhour.store.marketplace import payouts as payout_store
 
 MATURITY = timedelta(days=7)
 EARNING_KINDS = ledger.EARNING_KINDS
 PENDING, AVAILABLE, PAYOUT = EARNING_KINDS
 SALES, REVENUE, PAID_OUT = "app_sales", "revenue", "app_payouts"
-OK, REFUNDED = "ok", "refunded"
+OK, REFUNDED = call_store.OK, call_store.REFUNDED
 
 
 def check_call_key(call_key: str) -> None:
+    """InvalidInput unless the call id has 1 to 128 characters."""
     if not 1 <= len(call_key) <= 128:
         raise InvalidInput("a call id has 1 to 128 characters", field="call_id")
 
@@ -99,30 +96,15 @@ def call_row(call: NewCall, now: datetime, developer_bp: int) -> dict[str, objec
     }
 
 
-@functools.cache
-def record_statement(dialect: str) -> Executable:
-    """One INSERT of a call (`call_row` gives its parameters) that does nothing when the caller's
-    call key is already recorded (the unique key makes a call idempotent; no transaction of its
-    own is needed); returns the id inserted, or no row. Built once per dialect: a statement
-    rebuilt per call costs more than the round trip."""
-    insert = sqlite_insert if dialect == "sqlite" else pg_insert
-    table = cast(Table, AppCallRow.__table__)
-    return (
-        insert(table)
-        .on_conflict_do_nothing(index_elements=["caller_id", "call_key"])
-        .returning(table.c.id)
-    )
-
-
 def record_call(
     session: Session,
     call: NewCall,
     now: datetime,
     developer_bp: int = apps.DEFAULT_DEVELOPER_SHARE_BP,
 ) -> str | None:
-    """Record a successful call, unsettled; its id, or None when the key was recorded before."""
-    stmt = record_statement(session.get_bind().dialect.name)
-    return session.execute(stmt, call_row(call, now, developer_bp)).scalar()
+    """Record a successful call, unsettled; its id, or None when the key was recorded before
+    (`store.marketplace.calls.record_statement`, the gateway's INSERT)."""
+    return call_store.insert_call(session, call_row(call, now, developer_bp))
 
 
 def settle(
@@ -134,10 +116,7 @@ def settle(
     here: the calls ran (the gateway checked the balance before each, `spendable`; callers
     calling through several gateway processes at once can overspend by the calls those made in
     the balance cache's lifetime). Returns the calls settled."""
-    stmt = select(AppCallRow).where(AppCallRow.settled_at.is_(None), AppCallRow.status == OK)
-    if call_ids is not None:
-        stmt = stmt.where(AppCallRow.id.in_(list(call_ids)))
-    calls = list(session.scalars(for_claim(stmt.order_by(AppCallRow.at).limit(limit))))
+    calls = call_store.claim_unsettled(session, call_ids, limit)
     if not calls:
         return 0
     paid: dict[str, int] = {}
@@ -178,27 +157,13 @@ def spendable(session: Session, caller_id: str) -> int:
     what the gateway lets them spend on calls (credits do not pay for calls). One statement, so
     one snapshot even outside a transaction (a settlement moves a call from one term to the
     other)."""
-    cash = (
-        select(LedgerAccountRow.credits_posted - LedgerAccountRow.debits_posted)
-        .where(LedgerAccountRow.key == ledger.user_key(caller_id, ledger.CASH))
-        .scalar_subquery()
-    )
-    owed = (
-        select(func.sum(AppCallRow.price_micros))
-        .where(
-            AppCallRow.caller_id == caller_id,
-            AppCallRow.settled_at.is_(None),
-            AppCallRow.status == OK,
-        )
-        .scalar_subquery()
-    )
-    return int(session.scalar(select(func.coalesce(cash, 0) - func.coalesce(owed, 0))) or 0)
+    return call_store.spendable(session, caller_id, ledger.user_key(caller_id, ledger.CASH))
 
 
 def refund_call(session: Session, call_id: str, now: datetime) -> AppCallRow:
     """Reverse a call's split and pay its price back to the caller in cash, within the 7 days
     its developer's share is pending. Idempotent; Conflict once the share is available."""
-    call = session.scalars(for_update(select(AppCallRow).where(AppCallRow.id == call_id))).first()
+    call = call_store.get_call_for_update(session, call_id)
     if call is None:
         raise NotFound(f"no call {call_id!r}")
     if call.status == REFUNDED:
@@ -238,18 +203,7 @@ def refund_call(session: Session, call_id: str, now: datetime) -> AppCallRow:
 def mature(session: Session, now: datetime, limit: int = 5000) -> int:
     """Developers' shares of calls older than `MATURITY` become available: one transfer per
     developer per pass, in the transaction that marks the calls. Returns the calls matured."""
-    stmt = (
-        select(AppCallRow)
-        .where(
-            AppCallRow.status == OK,
-            AppCallRow.matured_at.is_(None),
-            AppCallRow.matures_at <= now,
-            AppCallRow.settled_at.is_not(None),
-        )
-        .order_by(AppCallRow.id)
-        .limit(limit)
-    )
-    calls = list(session.scalars(for_claim(stmt)))
+    calls = call_store.claim_maturing(session, now, limit)
     if not calls:
         return 0
     by_developer: dict[str, list[AppCallRow]] = {}
@@ -302,17 +256,17 @@ def request_payout(
         f"app_payout:{payout.id}", available_key, payout_key, wanted, "app_payout", payout.id
     )
     book.flush()
-    session.add(payout)
+    payout_store.add_payout(session, payout)
     session.flush()
     return payout
 
 
 def mark_paid(session: Session, payout_id: str, reference: str | None, now: datetime) -> PayoutRow:
     """The operator paid it (bank transfer `reference`); idempotent."""
-    payout = session.scalars(for_update(select(PayoutRow).where(PayoutRow.id == payout_id))).first()
+    payout = payout_store.get_payout_for_update(session, payout_id)
     if payout is None:
         raise NotFound(f"no payout {payout_id!r}")
-    if payout.status == "paid":
+    if payout.status == payout_store.PAID:
         return payout
     payout_key = ledger.user_key(payout.developer_id, PAYOUT)
     paid_out = ledger.platform_key(PAID_OUT)
@@ -321,7 +275,7 @@ def mark_paid(session: Session, payout_id: str, reference: str | None, now: date
         f"app_paid:{payout.id}", payout_key, paid_out, payout.amount_micros, "app_paid", payout.id
     )
     book.flush()
-    payout.status, payout.paid_at, payout.reference = "paid", now, reference
+    payout.status, payout.paid_at, payout.reference = payout_store.PAID, now, reference
     session.flush()
     return payout
 
@@ -341,53 +295,34 @@ class Earnings:
 
 
 def earnings(session: Session, developer_id: str) -> Earnings:
-    rows = session.execute(
-        select(
-            AppCallRow.status,
-            func.count(),
-            func.coalesce(func.sum(AppCallRow.price_micros), 0),
-            func.coalesce(func.sum(AppCallRow.developer_micros), 0),
-        )
-        .where(AppCallRow.developer_id == developer_id)
-        .group_by(AppCallRow.status)
-    ).all()
-    by_status = {status: (int(n), int(gross), int(share)) for status, n, gross, share in rows}
+    """The developer's dashboard: calls by outcome, what they paid, and the earnings accounts'
+    balances (pending counts the shares of calls not yet settled)."""
+    by_status = call_store.totals_by_status(session, developer_id)
     ok = by_status.get(OK, (0, 0, 0))
     balances = {}
     for kind in EARNING_KINDS:
         row = ledger.store.get_account(session, ledger.user_key(developer_id, kind))
         balances[kind] = ledger.balance_of(row) if row is not None else 0
-    unsettled = session.scalar(
-        select(func.coalesce(func.sum(AppCallRow.developer_micros), 0)).where(
-            AppCallRow.developer_id == developer_id,
-            AppCallRow.settled_at.is_(None),
-            AppCallRow.status == OK,
-        )
-    )
-    paid = session.scalar(
-        select(func.coalesce(func.sum(PayoutRow.amount_micros), 0)).where(
-            PayoutRow.developer_id == developer_id, PayoutRow.status == "paid"
-        )
-    )
+    unsettled = call_store.unsettled_share(session, developer_id)
+    paid = payout_store.paid_total(session, developer_id)
     return Earnings(
         calls=ok[0],
         refunded=by_status.get(REFUNDED, (0, 0, 0))[0],
         gross=ok[1],
         developer_share=ok[2],
-        pending=balances[PENDING] + int(unsettled or 0),
+        pending=balances[PENDING] + unsettled,
         available=balances[AVAILABLE],
         in_payout=balances[PAYOUT],
-        paid=int(paid or 0),
+        paid=paid,
     )
 
 
 def payouts_of(session: Session, developer_id: str) -> list[PayoutRow]:
-    stmt = select(PayoutRow).where(PayoutRow.developer_id == developer_id)
-    return list(session.scalars(stmt.order_by(PayoutRow.requested_at, PayoutRow.id)))
+    """The developer's payouts, oldest request first (ties by id): the API's `GET
+    /developer/payouts` and the console's dashboard."""
+    return payout_store.list_payouts_of(session, developer_id)
 
 
 def call_by_key(session: Session, caller_id: str, call_key: str) -> AppCallRow | None:
-    stmt = select(AppCallRow).where(
-        AppCallRow.caller_id == caller_id, AppCallRow.call_key == call_key
-    )
-    return session.scalars(stmt).first()
+    """The caller's call recorded under `call_key`, if any."""
+    return call_store.get_call_by_key(session, caller_id, call_key)

@@ -3,12 +3,12 @@ like any container (a fraction of one GPU, whole GPUs, or CPU and memory only, o
 `resources`) and its share is recorded (`app_replicas`), so instances and other replicas see
 that capacity as taken (`fleet.load`); when it stops, the share is released.
 
-Each gateway process's runtime has an id; its apps reconciler refreshes the `seen_at` of the
-replicas it runs (`heartbeat`), and any apps reconciler releases shares not seen for `SEEN_TTL`
-(`expire`): a process that died does not hold capacity for longer than that. A replica whose
-share expired anyway (its process stalled) is stopped, never left running on capacity the
-scheduler may give away. `SEEN_TTL` is above the longest cold start and reconciler interval
-the settings allow.
+Each gateway process's runtime has an id (`ReplicaPlacer.runtime_id`); its apps reconciler
+refreshes the `seen_at` of the replicas it runs (`heartbeat`), and any apps reconciler releases
+shares not seen for `SEEN_TTL` (`expire`): a process that died does not hold capacity for
+longer than that. A replica whose share expired anyway (its process stalled) is stopped, never
+left running on capacity the scheduler may give away. `SEEN_TTL` is above the longest cold
+start and reconciler interval the settings allow.
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from cardhour.backends.apps.runtime import Placed
 from cardhour.core.apps import Resources
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.core.errors import CardhourError
+from cardhour.core.replicas import Placed
 from cardhour.db.engine import transaction
 from cardhour.db.models import AppReplicaRow
 from cardhour.scheduler import MILLI, Pending, Request, Scheduler
 from cardhour.services.compute import fleet
 from cardhour.services.ids import new_id
 from cardhour.store.compute import nodes as node_store
+from cardhour.store.marketplace import replicas as store
 
 REPLICA_CPU_MILLI = 1000  # one core per replica
 SEEN_TTL = timedelta(seconds=60)
@@ -79,7 +79,8 @@ def place(
     if not node_store.bump_version(session, node, view.versions[node]):
         return None
     gpus = tuple(int(g) for g in binding.gpus)
-    session.add(
+    store.add_replica(
+        session,
         AppReplicaRow(
             id=replica_id,
             app_key=key,
@@ -91,14 +92,14 @@ def place(
             runtime_id=runtime_id,
             created_at=now,
             seen_at=now,
-        )
+        ),
     )
-    session.flush()
     return Placed(replica_id, node, gpus, binding.milli if gpus else 0)
 
 
 def release(session: Session, replica_id: str) -> None:
-    session.execute(delete(AppReplicaRow).where(AppReplicaRow.id == replica_id))
+    """Give a replica's share back (one already released: nothing happens)."""
+    store.delete_replica(session, replica_id)
 
 
 def heartbeat(session: Session, runtime_id: str, live: Collection[str], now: datetime) -> set[str]:
@@ -107,22 +108,19 @@ def heartbeat(session: Session, runtime_id: str, live: Collection[str], now: dat
     any more)."""
     if not live:
         return set()
-    mine = AppReplicaRow.runtime_id == runtime_id
-    session.execute(
-        update(AppReplicaRow).where(mine, AppReplicaRow.id.in_(list(live))).values(seen_at=now)
-    )
-    held = set(session.scalars(select(AppReplicaRow.id).where(mine)))
-    return set(live) - held
+    store.mark_seen(session, runtime_id, live, now)
+    return set(live) - store.replica_ids_of(session, runtime_id)
 
 
 def expire(session: Session, now: datetime) -> int:
     """Release the shares of replicas no runtime has seen for `SEEN_TTL`; how many."""
-    result = session.execute(delete(AppReplicaRow).where(AppReplicaRow.seen_at < now - SEEN_TTL))
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+    return store.delete_unseen(session, now - SEEN_TTL)
 
 
 class ReplicaPlacer:
-    """The runtime's `Placer` for this platform: placements in their own transactions."""
+    """The runtime's `core.replicas.Placer` for this platform: each placement and release in a
+    transaction of its own (the runtime calls them from a call's thread, outside any other);
+    a placement raced `ATTEMPTS` times on its node is NoRoom."""
 
     def __init__(
         self,

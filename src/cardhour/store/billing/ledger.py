@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import RowMapping, Table, func, or_, select
+from sqlalchemy import ColumnElement, RowMapping, Table, and_, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from cardhour.db import bulk
@@ -19,17 +19,20 @@ def get_account(session: Session, key: str) -> LedgerAccountRow | None:
 
 
 def lock_accounts(
-    session: Session, keys: Sequence[str] = (), owners: Iterable[str] = ()
+    session: Session, keys: Sequence[str] = (), owners: Iterable[str] = (), holds: bool = True
 ) -> list[RowMapping]:
     """Lock the accounts named by `keys` plus every account owned by `owners`, in key order (the
     one lock order of the whole code base), and return their columns fresh from the database
-    (plain rows, not ORM objects: the metering pass locks thousands)."""
+    (plain rows, not ORM objects: the metering pass locks thousands). `holds=False`: of the
+    owners' accounts, not the hold accounts (one per instance they ever launched; name the ones
+    needed in `keys`)."""
     owners = sorted(set(owners))
-    clauses = []
+    clauses: list[ColumnElement[bool]] = []
     if keys:
         clauses.append(LedgerAccountRow.key.in_(sorted(set(keys))))
     if owners:
-        clauses.append(LedgerAccountRow.owner_id.in_(owners))
+        owned = LedgerAccountRow.owner_id.in_(owners)
+        clauses.append(owned if holds else and_(owned, LedgerAccountRow.kind != "hold"))
     if not clauses:
         return []
     table = cast(Table, LedgerAccountRow.__table__)

@@ -1,14 +1,23 @@
-"""Nodes and GPU allocations."""
+"""Nodes and GPU allocations, and the fleet inventory's version.
+
+Every change to the inventory (a node added, changed, no longer reported, drained or resumed)
+calls `inventory_changed` in its transaction; allocations never do.
+"""
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, event, func, select, update
 from sqlalchemy.orm import Session
 
 from cardhour.db.locking import for_update
-from cardhour.db.models import AllocationRow, AppReplicaRow, AppRow, NodeRow
+from cardhour.db.models import AllocationRow, AppReplicaRow, AppRow, FleetInventoryRow, NodeRow
+
+_CHANGED = "cardhour.fleet_inventory_changed"  # a key of `Session.info`
 
 
 def list_nodes(session: Session, lock: bool = False) -> list[NodeRow]:
@@ -18,9 +27,66 @@ def list_nodes(session: Session, lock: bool = False) -> list[NodeRow]:
     return list(session.scalars(stmt))
 
 
+def get_nodes(session: Session, node_ids: Iterable[str]) -> list[NodeRow]:
+    """The nodes of those ids that exist, by id (not the whole fleet)."""
+    wanted = sorted(set(node_ids))
+    if not wanted:
+        return []
+    return list(session.scalars(select(NodeRow).where(NodeRow.id.in_(wanted)).order_by(NodeRow.id)))
+
+
 def add_node(session: Session, row: NodeRow) -> None:
     session.add(row)
     session.flush()
+    inventory_changed(session)
+
+
+def inventory_version(session: Session) -> str | None:
+    """The fleet inventory's version as committed (None only in a database built without the
+    migrations' first row and never changed since)."""
+    return session.scalar(select(FleetInventoryRow.version).where(FleetInventoryRow.id == 1))
+
+
+def inventory_changed(session: Session) -> None:
+    """This transaction changes the fleet inventory: a new version is written when it commits,
+    as its last statement, so the version row's lock is taken after every node's and cannot
+    close a lock cycle (a rollback writes nothing)."""
+    session.info[_CHANGED] = True
+
+
+@event.listens_for(Session, "before_commit")
+def _write_inventory_version(session: Session) -> None:
+    if session.in_nested_transaction() or not session.info.pop(_CHANGED, False):
+        return
+    session.flush()
+    version = uuid.uuid4().hex
+    stmt = update(FleetInventoryRow).where(FleetInventoryRow.id == 1).values(version=version)
+    if not session.execute(stmt).rowcount:  # type: ignore[attr-defined]
+        session.add(FleetInventoryRow(id=1, version=version))
+        session.flush()
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_inventory_change(session: Session) -> None:
+    session.info.pop(_CHANGED, None)
+
+
+def node_classes(session: Session) -> list[tuple[Any, ...]]:
+    """The nodes grouped by what decides whether a request could ever fit on them: rows of
+    (schedulable, data centre, GPU model, GPUs, CPUs, memory GB, has an IB leaf, node count),
+    in a stable order."""
+    has_leaf = NodeRow.ib_leaf.is_not(None)
+    keys = (
+        NodeRow.schedulable,
+        NodeRow.data_centre,
+        NodeRow.gpu_model,
+        NodeRow.gpu_count,
+        NodeRow.cpus,
+        NodeRow.memory_gb,
+        has_leaf,
+    )
+    stmt = select(*keys, func.count()).group_by(*keys).order_by(*keys)
+    return [tuple(row) for row in session.execute(stmt)]
 
 
 def replica_shares(session: Session) -> list[tuple[str, str, str, int, int, int]]:
@@ -135,6 +201,7 @@ def resume(session: Session, node_id: str) -> bool:
 def _set_drain(session: Session, node_id: str, reason: str | None) -> bool:
     """Drained (with `reason`) or schedulable again (None); the allocation version moves so a
     scheduling cycle that read the node retries."""
+    inventory_changed(session)
     result = session.execute(
         update(NodeRow)
         .where(NodeRow.id == node_id)

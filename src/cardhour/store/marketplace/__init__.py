@@ -1,1 +1,2 @@
-"""Queries on apps, their versions, calls, payouts and replicas (flush, never commit)."""
+"""Queries on the marketplace's rows (flush, never commit): apps and their versions (`apps`),
+paid calls (`calls`), developers' payouts (`payouts`), replicas' fleet shares (`replicas`)."""

@@ -30,23 +30,10 @@ def create(
 
     With `Idempotency-Key`, a retry returns the first launch instead of launching again."""
     p = ctx.platform
-    req = LaunchRequest(
-        body.gpu,
-        body.count,
-        body.name,
-        body.image,
-        body.ssh_key,
-        body.plan,
-        body.movable,
-        body.quote_id,
-        body.at_expiry,
-        body.nodes,
-        body.weights,
-        body.bare_metal,
-    )
+    req = LaunchRequest(**body.model_dump())  # by field name: both carry the same names
 
     def launch(session: Session, user: UserRow) -> schemas.InstanceRead:
-        row = instances.create(session, p.catalog, p.policy, user, req, ctx.now)
+        row = instances.create(session, p.catalog, user, req, ctx.now)
         return convert.instance(session, row, events=True)
 
     response = idem.run_user(ctx, launch, status_code=201)

@@ -3,7 +3,9 @@
 The gateway is `POST /apps/{slug}/invoke`: the caller's API key, the input as the JSON body,
 an optional `X-Call-Id` header (a call id already charged is refused with 409, so a retry never
 runs or charges twice). 402 when the balance does not cover one call, 429 over capacity, 503
-when no replica could start, 502 when the app failed (not charged).
+when no replica could start, 502 when the app failed (not charged): `core.errors` codes, mapped
+to HTTP by the one handler (`api/errors.py`). The gateway itself is `reconcilers/gateway.py`,
+reached through the platform; routes here only call services.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Request
 from fastapi.responses import Response
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
@@ -23,13 +24,11 @@ from starlette.routing import Route
 from cardhour.api.deps import Ctx, get_ctx, get_platform
 from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
 from cardhour.api.schemas import marketplace as schemas
-from cardhour.backends.apps.runner import MAX_BODY
-from cardhour.backends.apps.runtime import Overloaded, Unavailable
-from cardhour.core.errors import CardhourError, InvalidInput, Unauthorized
+from cardhour.core.errors import InvalidInput, Unauthorized
 from cardhour.core.money import Money, MoneyError
 from cardhour.db.models import AppCallRow, AppRow, PayoutRow, UserRow
 from cardhour.services.accounts import users as accounts
-from cardhour.services.marketplace import apps
+from cardhour.services.marketplace import apps, calls
 from cardhour.services.marketplace import earnings as app_earnings
 
 router = APIRouter(tags=["apps"])
@@ -38,25 +37,10 @@ gateway = APIRouter(tags=["apps"])
 GATEWAY_PATH = "/apps/{slug}/invoke"
 
 
-class TooBusy(CardhourError):
-    code = "over_capacity"
-    http_status = 429
-
-
-class TooLarge(CardhourError):
-    code = "too_large"
-    http_status = 413
-
-
-class NoReplica(CardhourError):
-    code = "unavailable"
-    http_status = 503
-
-
-def _read(ctx: Ctx, session: Any, app: AppRow, live: bool = False) -> schemas.AppRead:
+def _read(ctx: Ctx, session: Session, app: AppRow, live: bool = False) -> schemas.AppRead:
     """The app as its developer sees it (the current version), or as callers do (`live`)."""
-    version = apps.live_of(session, app) if live else apps.version_of(session, app)
-    m = apps.manifest_of(version)
+    view = apps.view(session, app, live)
+    version, m = view.version, view.manifest
     return schemas.AppRead(
         slug=app.slug,
         name=m.name,
@@ -71,7 +55,7 @@ def _read(ctx: Ctx, session: Any, app: AppRow, live: bool = False) -> schemas.Ap
         output_schema=m.output_schema,
         resources=m.resources.model_dump(),
         scaling=m.scaling.model_dump(),
-        replicas=ctx.platform.app_runtime.replicas(f"{app.id}:{version.version}"),
+        replicas=ctx.platform.gateway.replicas(view.key),
         updated_at=app.updated_at,
     )
 
@@ -101,10 +85,7 @@ def catalogue(category: str | None = None, ctx: Ctx = Depends(get_ctx)) -> list[
 @router.get("/apps/mine", response_model=list[schemas.AppRead])
 def mine(ctx: Ctx = Depends(get_ctx)) -> list[schemas.AppRead]:
     with ctx.user_tx() as (session, user):
-        rows = session.scalars(
-            select(AppRow).where(AppRow.developer_id == user.id).order_by(AppRow.slug)
-        ).all()
-        return [_read(ctx, session, app) for app in rows]
+        return [_read(ctx, session, app) for app in apps.owned_by(session, user.id)]
 
 
 @router.get("/apps/{slug}", response_model=schemas.AppRead)
@@ -146,25 +127,11 @@ async def invoke(request: Request) -> Response:
     scheme, _, api_key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not api_key.strip():
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    if int(request.headers.get("content-length") or 0) > MAX_BODY:
-        raise TooLarge(f"body: at most {MAX_BODY // 1_000_000} MB")
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise TooLarge(f"body: at most {MAX_BODY // 1_000_000} MB")
-    try:
-        payload = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise InvalidInput("body: the input is not JSON", field="body") from None
-    if not isinstance(payload, dict):
-        raise InvalidInput("body: the input must be a JSON object", field="body")
+    calls.check_size(int(request.headers.get("content-length") or 0))  # before reading it
+    payload = calls.parse_input(await request.body())
     gateway = get_platform(request).gateway
     slug, call_key = request.path_params["slug"], request.headers.get("x-call-id")
-    try:
-        done = await run_in_threadpool(gateway.invoke, api_key.strip(), slug, payload, call_key)
-    except Overloaded as exc:
-        raise TooBusy(str(exc)) from None
-    except Unavailable as exc:
-        raise NoReplica(str(exc)) from None
+    done = await run_in_threadpool(gateway.invoke, api_key.strip(), slug, payload, call_key)
     # the output was serialised once, by the gateway: placed in the answer, not encoded again
     fields = {
         "call_id": json.dumps(done.call_id),
@@ -256,13 +223,8 @@ def request_payout(
 
 @router.get("/developer/payouts", response_model=list[schemas.PayoutRead])
 def payouts(ctx: Ctx = Depends(get_ctx)) -> list[schemas.PayoutRead]:
-    with ctx.user_tx() as (session, user):
-        rows = session.scalars(
-            select(PayoutRow)
-            .where(PayoutRow.developer_id == user.id)
-            .order_by(PayoutRow.requested_at)
-        ).all()
-        return [_payout(r) for r in rows]
+    with ctx.user_tx() as (session, user):  # oldest request first
+        return [_payout(r) for r in app_earnings.payouts_of(session, user.id)]
 
 
 @router.post("/admin/payouts/{payout_id}/paid", response_model=schemas.PayoutRead)

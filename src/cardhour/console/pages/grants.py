@@ -4,7 +4,7 @@ count, the grant's usage once approved) and my notifications.
 
 The proposal page is shared by every role that may read the proposal: assigned reviewers see
 their conflict and score forms on it, admins their assign and decision forms
-(`grants_review.py` posts those). Every error of a service is shown in the page with its HTTP
+(`reviews.py` posts those). Every error of a service is shown in the page with its HTTP
 status; a proposal the viewer may not read is a 404 page, as in the API.
 """
 
@@ -17,12 +17,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from cardhour.console import grants_views as gv
-from cardhour.console.routes import _page, _platform, _signin_redirect, _who
-from cardhour.console.session import Viewer, check_csrf
+from cardhour.console.context import Page, signed_in
+from cardhour.console.views import grants as gv
 from cardhour.core import proposals as rules
 from cardhour.core.errors import CardhourError
-from cardhour.db.engine import transaction
 from cardhour.services.accounts import notifications
 from cardhour.services.grants import proposals
 
@@ -40,61 +38,50 @@ FORM_FIELDS = (
 )
 
 
-def message_page(request: Request, who: Viewer, exc: CardhourError) -> Response:
+def message_page(page: Page, exc: CardhourError) -> Response:
     """A page with only the error (for a proposal the viewer cannot read, a missing role)."""
-    return _page(request, "grant_message.html", who, exc.http_status, error=exc.message)
+    return page.render("grant_message.html", exc.http_status, error=exc.message)
 
 
-def proposal_page(
-    request: Request, who: Viewer, proposal_id: str, status: int = 200, **ctx: Any
-) -> Response:
-    """The proposal as `who` may see it, with `ctx` (an `error`, the forms' values) on top."""
-    p = _platform(request)
-    now = p.clock.now()
+def proposal_page(page: Page, proposal_id: str, status: int = 200, **ctx: Any) -> Response:
+    """The proposal as the viewer may see it, with `ctx` (an `error`, the forms' values) on
+    top."""
+    session, user = page.session, page.user
     try:
-        with transaction(p.sessions) as session:
-            row, v = gv.readable_view(session, proposal_id, who.user, now)
-            page = gv.detail(session, v, who.user)
-            page["mine"] = gv.my_assignment(session, who.user, row)
+        row, v = gv.readable_view(session, proposal_id, user, page.now)
+        shown = gv.detail(session, v, user)
+        shown["mine"] = gv.my_assignment(session, user, row)
     except CardhourError as exc:
         if "error" in ctx:  # a refused POST by someone who may not read it: show the refusal
-            return _page(request, "grant_message.html", who, status, error=ctx["error"])
-        return message_page(request, who, exc)
-    return _page(request, "grant.html", who, status, **{**page, **ctx})
+            return page.render("grant_message.html", status, error=ctx["error"])
+        return message_page(page, exc)
+    return page.render("grant.html", status, **{**shown, **ctx})
 
 
 @router.get("/grants", response_class=HTMLResponse)
 def my_proposals(request: Request) -> Response:
-    who = _who(request)
-    if who is None:
-        return _signin_redirect()
-    p = _platform(request)
-    now = p.clock.now()
-    with transaction(p.sessions) as session:
+    with signed_in(request) as page:
+        session, user = page.session, page.user
         rows = [
-            gv.summary(proposals.view(session, row, who.user, now))
-            for row in proposals.mine(session, who.user)
+            gv.summary(proposals.view(session, row, user, page.now))
+            for row in proposals.mine(session, user)
         ]
-    return _page(request, "grants.html", who, rows=rows)
+        return page.render("grants.html", rows=rows)
 
 
 def _form_page(
-    request: Request,
-    who: Viewer,
+    page: Page,
     form: dict[str, Any],
     proposal_id: str | None = None,
     status: int = 200,
     error: str | None = None,
 ) -> Response:
-    p = _platform(request)
-    return _page(
-        request,
+    return page.render(
         "grant_form.html",
-        who,
         status,
         form=form,
         proposal_id=proposal_id,
-        gpus=gv.gpu_choices(p.catalog),
+        gpus=gv.gpu_choices(page.platform.catalog),
         max_hours=rules.MAX_CARD_HOURS,
         max_pdf_mib=rules.MAX_DOCUMENT_BYTES // (1024 * 1024),
         error=error,
@@ -103,26 +90,21 @@ def _form_page(
 
 @router.get("/grants/new", response_class=HTMLResponse)
 def new_proposal(request: Request) -> Response:
-    who = _who(request)
-    if who is None:
-        return _signin_redirect()
-    return _form_page(request, who, gv.blank_form(_platform(request).clock.now()))
+    with signed_in(request) as page:
+        return _form_page(page, gv.blank_form(page.now))
 
 
 @router.get("/grants/{proposal_id}/edit", response_class=HTMLResponse)
 def edit_page(request: Request, proposal_id: str) -> Response:
-    who = _who(request)
-    if who is None:
-        return _signin_redirect()
-    p = _platform(request)
-    try:
-        with transaction(p.sessions) as session:
-            row = proposals.for_team(session, proposal_id, who.user)
+    with signed_in(request) as page:
+        session, user = page.session, page.user
+        try:
+            row = proposals.for_team(session, proposal_id, user)
             rules.check_editable(row.status)
-            form = gv.form_of(session, row, proposals.view(session, row, who.user, p.clock.now()))
-    except CardhourError as exc:
-        return message_page(request, who, exc)
-    return _form_page(request, who, form, proposal_id)
+            form = gv.form_of(session, row, proposals.view(session, row, user, page.now))
+        except CardhourError as exc:
+            return message_page(page, exc)
+        return _form_page(page, form, proposal_id)
 
 
 async def _posted(request: Request) -> tuple[dict[str, Any], bytes | None, str | None]:
@@ -158,37 +140,32 @@ def _save(
     pdf: bytes | None,
     content_type: str | None,
 ) -> Response:
-    """Create or edit the draft and attach the PDF, in one transaction: a bad PDF saves
+    """Create or edit the draft and attach the PDF, in one savepoint: a bad PDF saves
     nothing."""
-    who = _who(request)
-    if who is None:
-        return _signin_redirect()
-    p = _platform(request)
-    now = p.clock.now()
-    try:
-        check_csrf(request, form["csrf"])
-        data = gv.proposal_input(form)
-        with transaction(p.sessions) as session:
-            if proposal_id is None:
-                row = proposals.create(session, p.catalog, who.user, data, now)
-            else:
-                row = proposals.edit(session, p.catalog, who.user, proposal_id, data, now)
-            if pdf is not None:
-                proposals.attach_document(
-                    session, p.settings.data_dir, who.user, row.id, pdf, content_type, now
-                )
-            saved = row.id
-    except CardhourError as exc:
-        return _form_page(request, who, form, proposal_id, exc.http_status, exc.message)
+    with signed_in(request) as page:
+        p, user, now = page.platform, page.user, page.now
+        try:
+            page.check_csrf(form["csrf"])
+            data = gv.proposal_input(form)
+            with page.attempt() as session:
+                if proposal_id is None:
+                    row = proposals.create(session, p.catalog, user, data, now)
+                else:
+                    row = proposals.edit(session, p.catalog, user, proposal_id, data, now)
+                if pdf is not None:
+                    proposals.attach_document(
+                        session, p.settings.data_dir, user, row.id, pdf, content_type, now
+                    )
+                saved = row.id
+        except CardhourError as exc:
+            return _form_page(page, form, proposal_id, exc.http_status, exc.message)
     return RedirectResponse(f"/grants/{saved}", status_code=303)
 
 
 @router.get("/grants/{proposal_id}", response_class=HTMLResponse)
 def show(request: Request, proposal_id: str) -> Response:
-    who = _who(request)
-    if who is None:
-        return _signin_redirect()
-    return proposal_page(request, who, proposal_id)
+    with signed_in(request) as page:
+        return proposal_page(page, proposal_id)
 
 
 @router.post("/grants/{proposal_id}/submit")
@@ -206,35 +183,29 @@ def withdraw(
 def _team_action(
     request: Request, proposal_id: str, action: str, csrf: str, reason: str
 ) -> Response:
-    who = _who(request)
-    if who is None:
-        return _signin_redirect()
-    p = _platform(request)
-    now = p.clock.now()
-    try:
-        check_csrf(request, csrf)
-        with transaction(p.sessions) as session:
-            if action == "submit":
-                proposals.submit(session, who.user, proposal_id, now)
-            else:
-                proposals.withdraw(session, who.user, proposal_id, now, reason.strip() or None)
-    except CardhourError as exc:
-        return proposal_page(request, who, proposal_id, exc.http_status, error=exc.message)
+    with signed_in(request) as page:
+        user, now = page.user, page.now
+        try:
+            page.check_csrf(csrf)
+            with page.attempt() as session:
+                if action == "submit":
+                    proposals.submit(session, user, proposal_id, now)
+                else:
+                    proposals.withdraw(session, user, proposal_id, now, reason.strip() or None)
+        except CardhourError as exc:
+            return proposal_page(page, proposal_id, exc.http_status, error=exc.message)
     return RedirectResponse(f"/grants/{proposal_id}", status_code=303)
 
 
 @router.get("/grants/{proposal_id}/document")
 def document(request: Request, proposal_id: str) -> Response:
     """The PDF, for whoever may read the proposal."""
-    who = _who(request)
-    if who is None:
-        return _signin_redirect()
-    p = _platform(request)
-    try:
-        with transaction(p.sessions) as session:
-            data = proposals.read_document(session, p.settings.data_dir, who.user, proposal_id)
-    except CardhourError as exc:
-        return message_page(request, who, exc)
+    with signed_in(request) as page:
+        data_dir = page.platform.settings.data_dir
+        try:
+            data = proposals.read_document(page.session, data_dir, page.user, proposal_id)
+        except CardhourError as exc:
+            return message_page(page, exc)
     return Response(
         data,
         media_type=rules.PDF_CONTENT_TYPE,
@@ -245,10 +216,6 @@ def document(request: Request, proposal_id: str) -> Response:
 @router.get("/notifications", response_class=HTMLResponse)
 def my_notifications(request: Request) -> Response:
     """The outbox rows for me, newest first (whether a mailer sent them yet)."""
-    who = _who(request)
-    if who is None:
-        return _signin_redirect()
-    p = _platform(request)
-    with transaction(p.sessions) as session:
-        rows = gv.notification_rows(notifications.list_for(session, who.user.id, 100))
-    return _page(request, "notifications.html", who, rows=rows)
+    with signed_in(request) as page:
+        rows = gv.notification_rows(notifications.list_for(page.session, page.user.id, 100))
+        return page.render("notifications.html", rows=rows)

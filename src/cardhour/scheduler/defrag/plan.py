@@ -9,11 +9,8 @@ How a plan is found:
 1. If the request fits as things stand, the plan has no moves.
 2. Every node that could host the request once emptied (schedulable, data centre, GPU model,
    size, InfiniBand for a gang) gets the cheapest set of movable containers whose eviction makes
-   room: all of them for a whole node; for k GPUs, the containers on the k cheapest GPUs to free
-   (a shared GPU frees only when every container on it leaves, so a fraction needs the fewest
-   containers whose milli covers it), then more containers while CPU or memory is short.
-   A node that would need an unmovable container (or an allocation not listed) to go is skipped.
-   Cost = (containers moved, milli-GPU moved); GPU choice is exact, the CPU/memory top-up greedy.
+   room (defrag/evictions.py); a node that would need an unmovable container (or an allocation
+   not listed) to go is skipped. Cost = (containers moved, milli-GPU moved).
 3. Candidates (nodes; for a gang, node sets in the fewest IB leaves, then fewest moves) are tried
    cheapest first on a copy of the state: forget the evicted containers, mark the candidate nodes
    unschedulable, re-place the evicted containers largest first with the scheduler, then the
@@ -26,26 +23,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import combinations
-from math import comb
 
 import numpy as np
 
+from cardhour.scheduler.defrag.evictions import (
+    Held,
+    evict_some,
+    evict_whole,
+    eviction_cost,
+    held_by_node,
+)
 from cardhour.scheduler.engine import Scheduler
 from cardhour.scheduler.filters import DataCentre, GpuModel, run_filters
 from cardhour.scheduler.framework import Context
 from cardhour.scheduler.gang import whole_node_binding
-from cardhour.scheduler.request import MILLI, Binding, Kind, Pending, Placement, Request
+from cardhour.scheduler.request import Binding, Kind, Pending, Placement, Request
 from cardhour.scheduler.state import FleetState
 
 MAX_TRIES = 64  # candidates verified (each re-places its containers) before giving up
-MAX_GPU_SETS = 128  # GPU subsets compared exactly on one node; beyond, picked greedily
 
-UNMOVABLE = "hold unmovable containers"
-UNLISTED = "hold allocations not listed as running"
 NOWHERE = "whose containers fit nowhere else"
-
-Cost = tuple[int, int]  # (containers moved, milli-GPU moved)
 
 
 @dataclass(frozen=True)
@@ -65,25 +62,6 @@ class DefragPlan:
     request_id: str
     moves: tuple[Move, ...]
     target_nodes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class _Held:
-    """What one running container holds on one node."""
-
-    request: Request
-    placement: Placement
-    node: int
-    gpus: tuple[int, ...]
-    milli: int  # on each GPU in `gpus`
-    cpu_milli: int
-    memory_mib: int
-    exclusive: bool
-    movable: bool
-
-    @property
-    def moved_milli(self) -> int:
-        return len(self.gpus) * self.milli
 
 
 class _CouldHost:
@@ -131,14 +109,14 @@ def plan_defrag(
     if isinstance(now, Placement):
         return DefragPlan(request.id, (), _names(state, now))
     alive, counts = run_filters(Context(state, np.random.default_rng(0)), request, _FILTERS)
-    held = _held_by_node(state, running)
-    freeable: dict[int, list[_Held]] = {}
+    held = held_by_node(state, running)
+    freeable: dict[int, list[Held]] = {}
     for i in np.flatnonzero(alive):
         on_node = held.get(int(i), [])
         if request.nodes:
-            found = _evict_whole(state, int(i), on_node)
+            found = evict_whole(state, int(i), on_node)
         else:
-            found = _evict_some(state, int(i), on_node, request)
+            found = evict_some(state, int(i), on_node, request)
         if isinstance(found, str):
             counts[found] = counts.get(found, 0) + 1
         else:
@@ -150,7 +128,7 @@ def plan_defrag(
         prefix += f", {most} found"
         unit = "node sets"
     else:
-        options = [(i,) for _, i in sorted((_cost(ev), i) for i, ev in freeable.items())]
+        options = [(i,) for _, i in sorted((eviction_cost(ev), i) for i, ev in freeable.items())]
         prefix = "no node can be freed"
         unit = "nodes"
     for nodes in options[:MAX_TRIES]:
@@ -195,145 +173,15 @@ def apply_plan(
     return moved
 
 
-def _held_by_node(
-    state: FleetState, running: Sequence[tuple[Request, Placement]]
-) -> dict[int, list[_Held]]:
-    held: dict[int, list[_Held]] = {}
-    for req, placement in running:
-        movable = req.movable and len(placement.bindings) == 1
-        for b in placement.bindings:
-            held.setdefault(b.node, []).append(
-                _Held(
-                    req,
-                    placement,
-                    b.node,
-                    b.gpus,
-                    b.milli,
-                    b.cpu_milli,
-                    b.memory_mib,
-                    b.exclusive,
-                    movable,
-                )
-            )
-    return held
-
-
-def _cost(evicted: Sequence[_Held]) -> Cost:
-    return len(evicted), sum(h.moved_milli for h in evicted)
-
-
-def _evict_whole(state: FleetState, i: int, held: list[_Held]) -> list[_Held] | str:
-    """Every container on node i, if all are movable and nothing else is allocated there."""
-    if any(not h.movable for h in held):
-        return UNMOVABLE
-    gpu = int(state.gpu_free[i].sum()) + sum(h.moved_milli for h in held)
-    cpu = int(state.cpu_free[i]) + sum(h.cpu_milli for h in held)
-    mem = int(state.mem_free[i]) + sum(h.memory_mib for h in held)
-    held_whole = bool(state.exclusive[i]) and not any(h.exclusive for h in held)
-    full = gpu == state.gpu_count[i] * MILLI and cpu == state.cpu_cap[i]
-    if held_whole or not full or mem != state.mem_cap[i]:
-        return UNLISTED
-    return list(held)
-
-
-def _evict_some(state: FleetState, i: int, held: list[_Held], req: Request) -> list[_Held] | str:
-    """The cheapest containers to evict from node i so a container request fits there."""
-    if state.exclusive[i]:
-        return _evict_whole(state, i, held)
-    movable = [h for h in held if h.movable]
-    best: list[_Held] | None = None
-    for chosen in _gpu_options(state, i, movable, req):
-        evicted = _top_up(state, i, movable, chosen, req)
-        if evicted is not None and (best is None or _cost(evicted) < _cost(best)):
-            best = evicted
-    if best is None:
-        return UNMOVABLE if len(movable) < len(held) else UNLISTED
-    return best
-
-
-def _gpu_options(
-    state: FleetState, i: int, movable: list[_Held], req: Request
-) -> list[frozenset[int]]:
-    """Sets of `movable` indices whose eviction leaves req.num_gpu GPUs with req.gpu_milli."""
-    if req.num_gpu == 0:
-        return [frozenset()]
-    ready = 0
-    per_gpu: list[frozenset[int]] = []
-    for g in range(int(state.gpu_count[i])):
-        free = int(state.gpu_free[i, g])
-        if free >= req.gpu_milli:
-            ready += 1
-            continue
-        on_g = [j for j, h in enumerate(movable) if g in h.gpus]
-        taken = _fewest([movable[j].milli for j in on_g], req.gpu_milli - free)
-        if taken is not None:
-            per_gpu.append(frozenset(on_g[t] for t in taken))
-    need = req.num_gpu - ready
-    if need <= 0:
-        return [frozenset()]
-    if len(per_gpu) < need:
-        return []
-    if comb(len(per_gpu), need) <= MAX_GPU_SETS:
-        return list({frozenset().union(*sets) for sets in combinations(per_gpu, need)})
-    union: frozenset[int] = frozenset()
-    left = sorted(per_gpu, key=len)
-    for _ in range(need):
-        pick = min(left, key=lambda s: len(s - union))
-        left.remove(pick)
-        union |= pick
-    return [union]
-
-
-def _fewest(sizes: list[int], deficit: int) -> list[int] | None:
-    """Fewest indices whose sizes sum to at least `deficit`: largest first, the last one the
-    smallest that completes; None if all of them fall short."""
-    order = sorted(range(len(sizes)), key=lambda j: -sizes[j])
-    taken: list[int] = []
-    for pos in range(len(order)):
-        completing = [j for j in order[pos:] if sizes[j] >= deficit]
-        if completing:
-            return [*taken, min(completing, key=lambda j: sizes[j])]
-        taken.append(order[pos])
-        deficit -= sizes[order[pos]]
-    return None
-
-
-def _top_up(
-    state: FleetState, i: int, movable: list[_Held], chosen: frozenset[int], req: Request
-) -> list[_Held] | None:
-    """`chosen` plus, greedily, more containers until CPU and memory suffice; None if they can't."""
-    taken = set(chosen)
-    cpu = int(state.cpu_free[i]) - req.cpu_milli + sum(movable[j].cpu_milli for j in taken)
-    mem = int(state.mem_free[i]) - req.memory_mib + sum(movable[j].memory_mib for j in taken)
-    while cpu < 0 or mem < 0:
-        rest = [j for j in range(len(movable)) if j not in taken]
-        scored = [(_covers(movable[j], cpu, mem), j) for j in rest]
-        if not scored or max(scored)[0][0] == 0:
-            return None
-        j = max(scored)[1]
-        taken.add(j)
-        cpu += movable[j].cpu_milli
-        mem += movable[j].memory_mib
-    return [movable[j] for j in sorted(taken)]
-
-
-def _covers(h: _Held, cpu: int, mem: int) -> tuple[float, int]:
-    """How much of the CPU and memory deficits (negative surpluses) evicting `h` covers, then
-    the fewer milli-GPU moved the better."""
-    share = min(h.cpu_milli, -cpu) / -cpu if cpu < 0 else 0.0
-    share += min(h.memory_mib, -mem) / -mem if mem < 0 else 0.0
-    return share, -h.moved_milli
-
-
 def _gang_options(
-    state: FleetState, n: int, freeable: dict[int, list[_Held]]
+    state: FleetState, n: int, freeable: dict[int, list[Held]]
 ) -> list[tuple[int, ...]]:
     """Candidate n-node sets, best first: fewest IB leaves, fewest spines, fewest moves.
 
     Per data centre: each leaf alone; per spine, and across the data centre, the fewest leaves
     (largest first) that hold n freeable nodes. Each pool gives its n cheapest nodes.
     """
-    cost = {i: _cost(ev) for i, ev in freeable.items()}
+    cost = {i: eviction_cost(ev) for i, ev in freeable.items()}
     nodes = np.array(sorted(freeable), dtype=np.int64)
     found: set[tuple[int, ...]] = set()
     for dc in np.unique(state.dc[nodes]) if len(nodes) else ():
@@ -379,7 +227,7 @@ def _verify(
     scheduler: Scheduler,
     request: Request,
     nodes: tuple[int, ...],
-    evicted: list[_Held],
+    evicted: list[Held],
 ) -> DefragPlan | None:
     """Re-place `evicted` off `nodes` on a copy, then place `request`; None if either fails."""
     trial = state.copy()
@@ -407,7 +255,7 @@ def _names(state: FleetState, placement: Placement) -> tuple[str, ...]:
     return tuple(state.names[i] for i in placement.nodes)
 
 
-def _most_in_one_dc(state: FleetState, freeable: dict[int, list[_Held]]) -> int:
+def _most_in_one_dc(state: FleetState, freeable: dict[int, list[Held]]) -> int:
     if not freeable:
         return 0
     return int(np.bincount(state.dc[sorted(freeable)] + 1).max())

@@ -1,9 +1,10 @@
-"""The billing page's data: the balance broken down (cash, each credit, held), a month's
-statement as table rows, and the months a user can pick (from their sign-up to now).
+"""The billing pages' data: the balance in the header, the balance broken down (cash, each
+credit, held), a month's statement as table rows, and the months a user can pick (from their
+sign-up to now).
 
-Figures come from `services.wallet` and `services.statements`, the same as the API's
-`/balance` and `/statements/{month}`; amounts are shown as `Money.display()` (exact, two decimals
-at least), never rounded through floats.
+Figures come from `services.billing.wallet` and `services.billing.statements`, the same as the
+API's `/balance` and `/statements/{month}`; amounts are shown as `Money.display()` (exact, two
+decimals at least), never rounded through floats.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from sqlalchemy.orm import Session
 from cardhour.core.clock import as_utc
 from cardhour.core.errors import InvalidInput
 from cardhour.db.models import UserRow
+from cardhour.platform import Platform
+from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import statements, wallet
 from cardhour.services.billing.statements import Statement
 from cardhour.services.grants import hours as grant_hours
@@ -30,6 +33,19 @@ def months(user: UserRow, now: datetime) -> list[str]:
     while out[-1] > first and len(out) < MAX_MONTHS:
         out.append(statements.previous_month(out[-1]))
     return out
+
+
+def balance_view(
+    session: Session, platform: Platform, user_id: str, now: datetime
+) -> dict[str, Any]:
+    """The header's balance (what is available, floored) and the low-balance banner's state."""
+    currency = platform.catalog.currency
+    user = accounts.get_user(session, user_id)
+    return {
+        "balance": wallet.balance(session, user_id, currency, now).available.floor_str(),
+        "currency": currency,
+        "low_balance_since": user.low_balance_since if user else None,
+    }
 
 
 def balance_rows(session: Session, user_id: str, currency: str, now: datetime) -> dict[str, Any]:
@@ -115,8 +131,8 @@ def statement_view(
     session: Session, user: UserRow, month: str | None, currency: str, now: datetime
 ) -> dict[str, Any]:
     """The statement of `month` (default: this one) and the picker; `statement_error` instead
-    for a malformed month or one to come. Call at the start of the transaction (one snapshot)."""
-    statements.read_one_snapshot(session)
+    for a malformed month or one to come. Run it in a transaction that reads one snapshot
+    (`context.signed_in(..., snapshot=True)`)."""
     chosen = (month or "").strip() or statements.month_of(now)
     ctx: dict[str, Any] = {"months": months(user, now), "chosen": chosen}
     try:

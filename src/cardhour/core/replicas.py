@@ -1,0 +1,109 @@
+"""The contract between the marketplace and what runs its apps' replicas: value objects and two
+protocols, pure. `backends.apps.runtime.LocalAppRuntime` implements `AppRuntime` (replicas as
+local processes); `services.marketplace.replicas.ReplicaPlacer` implements `Placer` (a share of
+the fleet per replica, recorded before it starts).
+
+What a runtime raises that a caller may see is a `core.errors` error, mapped to HTTP by the
+API's one handler and shown as-is by the console: `Overloaded` (429: every replica is busy and
+no more may start), `Unavailable` (503: no replica could start or answer in time), and whatever
+its `Placer` raises when nothing fits (`services.marketplace.replicas.NoRoom`, 503).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cardhour.core.apps import Resources, Scaling
+
+
+def version_key(app_id: str, version: int) -> str:
+    """The key of one app version in a runtime: `<app id>:<version>`."""
+    return f"{app_id}:{version}"
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    """One app version as a runtime runs it."""
+
+    key: str  # `version_key`
+    package: Path  # the uploaded zip
+    entrypoint: str
+    scaling: Scaling
+    requirements: tuple[str, ...] = ()  # the manifest's; must be installed (`AppRuntime.missing`)
+    resources: Resources = field(default_factory=Resources)  # per replica
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where the scheduler put a replica: `milli` of each of `gpus` on `node`."""
+
+    replica_id: str
+    node: str
+    gpus: tuple[int, ...]
+    milli: int
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """A replica's answer to one call, whatever its status."""
+
+    status: int  # the replica's HTTP status
+    body: Any  # its JSON, or `{"error": <the first 500 bytes>}` when it was not JSON
+    duration_ms: int
+
+
+class Placer(Protocol):
+    """Places a replica on the fleet before it starts and releases it after it stops."""
+
+    runtime_id: str  # whose replicas these are (heartbeats name it)
+
+    def place(self, key: str, resources: Resources) -> Placed:
+        """Record a share of `resources` for one replica of version `key`; raises a
+        `CardhourError` when nothing fits."""
+        ...
+
+    def release(self, replica_id: str) -> None:
+        """Give the replica's share back; releasing one already gone does nothing."""
+        ...
+
+
+class AppRuntime(Protocol):
+    """Runs replicas of app versions and routes calls to them (thread-safe)."""
+
+    placer: Placer | None  # None: replicas take no share of the fleet
+
+    def call(self, spec: AppSpec, payload: dict[str, Any]) -> CallResult:
+        """Send `payload` to a replica of `spec` with room, starting one when every replica is
+        busy and the version may have more (the call waits for it). Raises `Overloaded`,
+        `Unavailable`, or what the placer raises; never retries a call once it was sent."""
+        ...
+
+    def replicas(self, key: str) -> int:
+        """How many replicas of version `key` run now."""
+        ...
+
+    def placed(self) -> list[Placed]:
+        """Where the replicas running now were placed."""
+        ...
+
+    def scale_down(
+        self, serving: Collection[str] | None = None, unplaced: Collection[str] = ()
+    ) -> int:
+        """Stop idle replicas down to `min_replicas`, dead ones, those of versions not in
+        `serving` and those whose share is gone (`unplaced`); how many were stopped."""
+        ...
+
+    def warm(self, spec: AppSpec) -> int:
+        """Start replicas of `spec` up to its `min_replicas`; how many were started."""
+        ...
+
+    def missing(self, requirements: Collection[str]) -> list[str]:
+        """The requirements replicas here would lack (such a version does not start)."""
+        ...
+
+    def stop_all(self) -> None:
+        """Stop every replica (shutdown)."""
+        ...
