@@ -12,7 +12,7 @@ from cardhour.cli.grants import proposals as grants
 from cardhour.cli.grants import reviews as grants_review
 from cardhour.cli.main import app
 from cardhour.client import CardhourClient
-from tests.api.proposal_helpers import PDF, Cast, make_cast
+from tests.api.grants.proposal_helpers import PDF, Cast, make_cast
 from tests.conftest import Api
 
 

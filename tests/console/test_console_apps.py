@@ -17,7 +17,7 @@ from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import customers, ledger
 from cardhour.services.marketplace import apps
 from cardhour.services.marketplace import earnings as app_earnings
-from tests.api.test_marketplace import MANIFEST, _package
+from tests.api.marketplace.test_marketplace import MANIFEST, _package
 
 
 def _cell(html: str, testid: str) -> str:

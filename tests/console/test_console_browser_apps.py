@@ -17,7 +17,7 @@ from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import customers, ledger
 from cardhour.services.marketplace import apps
 from cardhour.settings import Settings
-from tests.api.test_marketplace import MANIFEST, _package
+from tests.api.marketplace.test_marketplace import MANIFEST, _package
 from tests.console.browser import launch, live_server
 
 pytestmark = pytest.mark.browser

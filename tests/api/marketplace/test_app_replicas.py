@@ -13,7 +13,7 @@ from cardhour.db.engine import transaction
 from cardhour.db.models import AppReplicaRow
 from cardhour.services.compute import fleet
 from cardhour.services.marketplace import replicas as app_replicas
-from tests.api.test_marketplace import MANIFEST, _admin, _package
+from tests.api.marketplace.test_marketplace import MANIFEST, _admin, _package
 from tests.conftest import Api
 
 WHERE = """

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from tests.api.test_marketplace import _admin
+from tests.api.marketplace.test_marketplace import _admin
 from tests.conftest import Api
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "apps"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "apps"
 
 
 def _publish(api: Api, name: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from cardhour.db.engine import transaction
 from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import ledger
 from cardhour.services.grants import hours as grant_hours
-from tests.api.proposal_helpers import PDF, Cast, make_cast
+from tests.api.grants.proposal_helpers import PDF, Cast, make_cast
 from tests.conftest import Api
 
 

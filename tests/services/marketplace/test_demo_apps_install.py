@@ -13,7 +13,7 @@ from cardhour.services.accounts import users as accounts
 from cardhour.services.marketplace import apps
 from cardhour.services.marketplace import demo as demo_apps
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "apps"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "apps"
 
 
 def test_the_demo_apps_are_listed_once(platform: Platform, tmp_path: Path) -> None:

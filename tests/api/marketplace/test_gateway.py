@@ -18,7 +18,7 @@ from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import ledger
 from cardhour.services.marketplace import apps
 from cardhour.services.marketplace import earnings as app_earnings
-from tests.api.test_marketplace import MANIFEST, _admin, _package
+from tests.api.marketplace.test_marketplace import MANIFEST, _admin, _package
 from tests.conftest import Api
 
 SLOW = {"query": "find the contract", "sleep": 0.8}
