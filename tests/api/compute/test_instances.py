@@ -257,3 +257,22 @@ def test_a_launch_request_carries_the_api_bodys_fields_by_name() -> None:
         "w",
         True,
     )
+
+
+def test_a_launchs_response_is_what_a_read_right_after_returns(api: Api) -> None:
+    """POST builds its detail view from what the launch wrote (`views.launched`), not read back:
+    it must equal GET of the same instance before the reconcilers touch it, field for field."""
+    headers = api.signup()
+    api.top_up(headers, "10000")
+    bodies = [
+        {"gpu": "H100", "name": "one"},
+        {"gpu": "A800", "count": 4, "name": "four", "weights": "llama3-8b"},
+        {"gpu": "H100", "count": 8, "nodes": 2, "name": "pair"},
+        {"gpu": "H100", "count": 8, "bare_metal": True, "plan": "monthly", "name": "bm"},
+    ]
+    for body in bodies:
+        created = api.client.post("/api/v1/instances", headers=headers, json=body)
+        assert created.status_code == 201, created.text
+        read = api.client.get(f"/api/v1/instances/{created.json()['id']}", headers=headers)
+        assert read.status_code == 200
+        assert created.json() == read.json(), body

@@ -83,7 +83,7 @@ def authorized_keys(session: Session, owner_id: str, extra: str | None = None) -
     """The `authorized_keys` text for a new instance of `owner_id`: every key of the account,
     then `extra` (a key given with the launch, already checked) unless it is one of them.
     None when there is no key at all."""
-    lines = [row.public_key for row in store.list_owned(session, owner_id)]
+    lines = store.public_keys_of(session, owner_id)
     if extra is not None:
         extra_key = sshkeys.parse(extra)
         known = {sshkeys.parse(line).fingerprint for line in lines}

@@ -104,12 +104,12 @@ def authenticate(session: Session, secret: str, now: datetime) -> UserRow:
 
 def authenticate_key(session: Session, secret: str, now: datetime) -> tuple[UserRow, ApiKeyRow]:
     """`authenticate`, with the key's row (its expiry)."""
-    row = store.get_api_key_by_hash(session, hash_secret(secret or ""))
+    found = store.get_api_key_with_user(session, hash_secret(secret or ""))
+    row, user = found if found is not None else (None, None)
     if row is None or row.revoked_at is not None:
         raise Unauthorized("invalid or revoked API key")
     if row.expires_at is not None and as_utc(row.expires_at) <= now:
         raise Unauthorized("session expired: sign in again")
-    user = store.get_user(session, row.user_id)
     if user is None:
         raise Unauthorized("invalid API key")
     return user, row

@@ -153,6 +153,26 @@ def ensure_hold_account(
     )
 
 
+def open_hold_account(
+    session: Session, owner_id: str, instance_id: str, currency: str, now: datetime
+) -> None:
+    """`ensure_hold_account` for an instance created in this transaction: its hold account
+    cannot exist yet, so it is inserted without a look-up."""
+    store.insert_account(
+        session,
+        {
+            "key": hold_key(owner_id, instance_id),
+            "owner_id": owner_id,
+            "kind": HOLD,
+            "currency": currency,
+            "debits_posted": 0,
+            "credits_posted": 0,
+            "instance_id": instance_id,
+            "created_at": now,
+        },
+    )
+
+
 @dataclass
 class Book:
     """Accounts locked for one transaction and the transfers posted against them.

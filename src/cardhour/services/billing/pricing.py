@@ -33,13 +33,10 @@ MAX_PRICE = Money.parse("1000000")  # per card-hour
 def history(session: Session, catalog: Catalog | None = None) -> PriceHistory:
     """Every version in the database (the catalog gives the monthly discount)."""
     versions = [
-        PriceVersion(
-            r.gpu_model,
-            r.data_centre or "",
-            Money(r.on_demand_micros, r.currency),
-            as_utc(r.effective_from),
+        PriceVersion(gpu_model, data_centre or "", Money(micros, currency), as_utc(effective_from))
+        for gpu_model, data_centre, micros, currency, effective_from in store.version_columns(
+            session
         )
-        for r in store.list_versions(session)
     ]
     discount = catalog.prices.monthly_discount_percent if catalog is not None else 35
     return PriceHistory(versions, discount)

@@ -199,16 +199,25 @@ def open_wallet(
 
 
 def place_hold(
-    session: Session, row: InstanceRow, amount: Money, now: datetime, usage_price: int = 0
-) -> None:
+    session: Session,
+    row: InstanceRow,
+    amount: Money,
+    now: datetime,
+    usage_price: int = 0,
+    new: bool = False,
+) -> int:
     """Set `amount` aside for the instance, from its owner's sources in spending order, into the
     instance's hold account. Raises InsufficientBalance (nothing moved) when they cannot cover
     it. Check and transfers happen on rows locked in this transaction. `usage_price`: the hold is
     for on-demand usage at this price per card-hour, which grant hours pay first, so it is less
     what the owner's usable grant hours are worth at that price (grant hours are not set
     aside: instances of a team share them, and once they run out the charges fall to the hold,
-    credits and cash)."""
-    ledger.ensure_hold_account(session, row.owner_id, row.id, amount.currency, now)
+    credits and cash). `new`: the instance was created in this transaction (its hold account is
+    inserted without a look-up). Returns what the hold then holds (`held_for`'s answer)."""
+    if new:
+        ledger.open_hold_account(session, row.owner_id, row.id, amount.currency, now)
+    else:
+        ledger.ensure_hold_account(session, row.owner_id, row.id, amount.currency, now)
     key = ledger.hold_key(row.owner_id, row.id)
     book = open_wallet(session, now, [row.owner_id], holds=[key])  # not the owner's other holds
     hold = book.row(key)
@@ -227,6 +236,7 @@ def place_hold(
         overdraft=False,
     )
     book.flush()
+    return book.balance(key)
 
 
 def release_hold(session: Session, row: InstanceRow, now: datetime) -> int:

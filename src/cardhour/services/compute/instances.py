@@ -30,7 +30,7 @@ from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money
 from cardhour.core.slurmconf import SlurmFiles
 from cardhour.core.states import InstanceStatus, Plan
-from cardhour.db.models import InstanceEventRow, InstanceRow, UserRow
+from cardhour.db.models import AllocationRow, InstanceEventRow, InstanceRow, UserRow
 from cardhour.services.accounts import ssh_keys
 from cardhour.services.billing import metering, pricing, wallet
 from cardhour.services.compute import capacity, placement
@@ -111,11 +111,15 @@ def _hold(
     what: str,
     now: datetime,
     usage_price: Money | None = None,
-) -> None:
+    new: bool = False,
+) -> int:
     """Set `amount` aside for the instance; InsufficientBalance names what it was for.
-    `usage_price`: the hold is for on-demand usage at that price (grant hours count toward it)."""
+    `usage_price`: the hold is for on-demand usage at that price (grant hours count toward it).
+    `new`: the instance was created in this transaction. Returns what the hold then holds."""
     try:
-        wallet.place_hold(session, row, amount, now, usage_price.micros if usage_price else 0)
+        return wallet.place_hold(
+            session, row, amount, now, usage_price.micros if usage_price else 0, new=new
+        )
     except InsufficientBalance as exc:
         raise InsufficientBalance(
             f"available balance {exc.details.get('available')} {amount.currency} does not "
@@ -125,6 +129,14 @@ def _hold(
         ) from None
 
 
+@dataclass(frozen=True)
+class Launched:
+    """A launch's instance and what its hold holds once placed (micros of its currency)."""
+
+    row: InstanceRow
+    held: int
+
+
 def create(
     session: Session,
     catalog: Catalog,
@@ -132,6 +144,18 @@ def create(
     req: LaunchRequest,
     now: datetime,
 ) -> InstanceRow:
+    """Validate, price, check the balance covers an hour, and record a `pending` instance
+    (`launch`'s instance)."""
+    return launch(session, catalog, user, req, now).row
+
+
+def launch(
+    session: Session,
+    catalog: Catalog,
+    user: UserRow,
+    req: LaunchRequest,
+    now: datetime,
+) -> Launched:
     """Validate, price, check the balance covers an hour, and record a `pending` instance.
 
     Raises NoCapacity if the request could not be placed even on an all-free fleet (answered
@@ -198,21 +222,25 @@ def create(
         bare_metal=req.bare_metal,
     )
     store.add_instance(session, row)
-    store.add_event(
+    store.insert_event(
         session,
-        InstanceEventRow(
-            instance_id=row.id,
-            at=now,
-            from_status=None,
-            to_status=S.PENDING.value,
-            reason="created",
-        ),
+        {
+            "instance_id": row.id,
+            "at": now,
+            "from_status": None,
+            "to_status": S.PENDING.value,
+            "reason": "created",
+        },
     )
     if monthly:
-        _hold(session, row, pricing.plan_total(price, count), "the 30-day plan", now)
+        held = _hold(
+            session, row, pricing.plan_total(price, count), "the 30-day plan", now, new=True
+        )
     else:
-        _hold(session, row, price.times(count), "one hour of this instance", now, price)
-    return row
+        held = _hold(
+            session, row, price.times(count), "one hour of this instance", now, price, new=True
+        )
+    return Launched(row, held)
 
 
 def get(session: Session, user: UserRow, id_or_name: str, lock: bool = False) -> InstanceRow:
@@ -229,16 +257,31 @@ def list_for(
     return store.list_owned(session, user.id, include_terminated)
 
 
-def nodes_of(session: Session, row: InstanceRow) -> list[str]:
-    """The nodes the instance holds GPUs on now (empty when it holds none)."""
-    return sorted({a.node_id for a in node_store.allocations_of(session, row.id)})
+def allocations_of(session: Session, row: InstanceRow) -> list[AllocationRow]:
+    """The GPUs the instance holds now, by node and GPU index."""
+    return node_store.allocations_of(session, row.id)
 
 
-def cluster_of(session: Session, row: InstanceRow) -> list[ClusterNode]:
+def nodes_of(
+    session: Session, row: InstanceRow, allocations: list[AllocationRow] | None = None
+) -> list[str]:
+    """The nodes the instance holds GPUs on now (empty when it holds none). `allocations`:
+    `allocations_of`'s answer, where the caller has it."""
+    if allocations is None:
+        allocations = allocations_of(session, row)
+    return sorted({a.node_id for a in allocations})
+
+
+def cluster_of(
+    session: Session, row: InstanceRow, allocations: list[AllocationRow] | None = None
+) -> list[ClusterNode]:
     """The instance's nodes as a cluster (`core.cluster`), while it holds any; addresses from
-    the backend's connection details (`hosts`), else the node ids."""
+    the backend's connection details (`hosts`), else the node ids. `allocations`:
+    `allocations_of`'s answer, where the caller has it."""
+    if allocations is None:
+        allocations = allocations_of(session, row)
     gpus_by_node: dict[str, list[int]] = {}
-    for alloc in node_store.allocations_of(session, row.id):
+    for alloc in allocations:
         gpus_by_node.setdefault(alloc.node_id, []).append(alloc.gpu_index)
     if not gpus_by_node:
         return []

@@ -112,6 +112,17 @@ def summary(
 ) -> InstanceView:
     """A list's view of `row`; with `stages`, the readiness stages too (the console's live
     table shows them as marks); without `held`, no read of the hold's account (`held` None)."""
+    return _summary(
+        row,
+        instances.nodes_of(session, row),
+        Money(wallet.held_for(session, row), row.currency) if held else None,
+        _stages(session, row) if stages else [],
+    )
+
+
+def _summary(
+    row: InstanceRow, nodes: list[str], held: Money | None, stages: list[StageView]
+) -> InstanceView:
     connection = json.loads(row.connection) if row.connection else None
     return InstanceView(
         id=row.id,
@@ -127,22 +138,28 @@ def summary(
         movable=row.movable,
         bare_metal=row.bare_metal,
         data_centre=row.data_centre,
-        nodes=instances.nodes_of(session, row),
+        nodes=nodes,
         price=Money(row.price_micros, row.currency),
         cost_so_far=Money(row.billed_micros, row.currency),
-        held=Money(wallet.held_for(session, row), row.currency) if held else None,
+        held=held,
         connection=connection,
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
-        stages=_stages(session, row) if stages else [],
+        stages=stages,
     )
 
 
 def detail(session: Session, row: InstanceRow) -> InstanceView:
     """`summary` with the events, stages, gate figures, cluster layout and weights plan."""
     stages = _stages(session, row)
+    allocations = instances.allocations_of(session, row)
     return replace(
-        summary(session, row),
+        _summary(
+            row,
+            instances.nodes_of(session, row, allocations),
+            Money(wallet.held_for(session, row), row.currency),
+            [],
+        ),
         detailed=True,
         events=[
             EventView(as_utc(e.at), e.from_status, e.to_status, e.reason)
@@ -150,8 +167,22 @@ def detail(session: Session, row: InstanceRow) -> InstanceView:
         ],
         stages=stages,
         gate=next((s.detail for s in stages if s.name == "nccl_gate" and s.detail), None),
-        cluster=instances.cluster_of(session, row),
+        cluster=instances.cluster_of(session, row, allocations),
         weights=_weights(row, stages),
+    )
+
+
+def launched(launch: instances.Launched) -> InstanceView:
+    """`detail` of an instance `instances.launch` created in this very transaction, from what
+    the launch wrote instead of reads: no allocations or readiness stages yet (the reconcilers
+    add them once it commits), its one event the `created` one, its hold what the launch set
+    aside."""
+    row = launch.row
+    return replace(
+        _summary(row, [], Money(launch.held, row.currency), []),
+        detailed=True,
+        events=[EventView(as_utc(row.created_at), None, row.status, "created")],
+        weights=_weights(row, []),
     )
 
 

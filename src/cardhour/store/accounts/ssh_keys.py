@@ -13,6 +13,12 @@ def list_owned(session: Session, owner_id: str) -> list[SshKeyRow]:
     return list(session.scalars(stmt.order_by(SshKeyRow.created_at, SshKeyRow.name)))
 
 
+def public_keys_of(session: Session, owner_id: str) -> list[str]:
+    """`list_owned`'s public keys, in the same order (no ORM objects)."""
+    stmt = select(SshKeyRow.public_key).where(SshKeyRow.owner_id == owner_id)
+    return list(session.scalars(stmt.order_by(SshKeyRow.created_at, SshKeyRow.name)))
+
+
 def count_owned(session: Session, owner_id: str) -> int:
     stmt = select(func.count()).select_from(SshKeyRow).where(SshKeyRow.owner_id == owner_id)
     return session.execute(stmt).scalar_one()

@@ -34,6 +34,20 @@ def get_api_key_by_hash(session: Session, key_hash: str) -> ApiKeyRow | None:
     return session.scalars(select(ApiKeyRow).where(ApiKeyRow.key_hash == key_hash)).first()
 
 
+def get_api_key_with_user(
+    session: Session, key_hash: str
+) -> tuple[ApiKeyRow, UserRow | None] | None:
+    """The key with that hash and its user (None where the user row is missing), in one query."""
+    stmt = (
+        select(ApiKeyRow, UserRow)
+        .outerjoin(UserRow, UserRow.id == ApiKeyRow.user_id)
+        .where(ApiKeyRow.key_hash == key_hash)
+        .limit(1)
+    )
+    found = session.execute(stmt).first()
+    return (found[0], found[1]) if found is not None else None
+
+
 def low_balance_users(session: Session, user_ids: list[str]) -> dict[str, UserRow]:
     """Those of `user_ids` who are under a low-balance warning."""
     if not user_ids:

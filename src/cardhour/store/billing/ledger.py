@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, RowMapping, Table, and_, func, or_, select
+from sqlalchemy import ColumnElement, RowMapping, Table, and_, func, insert, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from cardhour.db import bulk
@@ -44,6 +44,12 @@ def add_account(session: Session, row: LedgerAccountRow) -> LedgerAccountRow:
     session.add(row)
     session.flush()
     return row
+
+
+def insert_account(session: Session, values: dict[str, Any]) -> None:
+    """One new account by a Core INSERT (no look-up, no ORM object): for a key that cannot
+    exist yet, such as a hold account of an instance created in this transaction."""
+    session.execute(insert(cast(Table, LedgerAccountRow.__table__)).values(**values))
 
 
 def get_transfer(session: Session, transfer_id: str) -> LedgerTransferRow | None:

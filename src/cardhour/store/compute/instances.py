@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import case, or_, select
+from sqlalchemy import Table, case, insert, or_, select
 from sqlalchemy.orm import Session
 
 from cardhour.db.locking import for_claim, for_update
@@ -116,6 +117,11 @@ def add_instance(session: Session, row: InstanceRow) -> InstanceRow:
 def add_event(session: Session, event: InstanceEventRow) -> None:
     session.add(event)
     session.flush()
+
+
+def insert_event(session: Session, values: dict[str, Any]) -> None:
+    """One event by a Core INSERT (no ORM object to flush): a launch's `created` event."""
+    session.execute(insert(cast(Table, InstanceEventRow.__table__)).values(**values))
 
 
 def note(session: Session, row: Rated, now: datetime, reason: str) -> None:

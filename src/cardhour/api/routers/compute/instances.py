@@ -12,7 +12,7 @@ from cardhour.api.convert import compute as convert
 from cardhour.api.deps import Ctx, get_ctx
 from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
 from cardhour.db.models import InstanceRow, UserRow
-from cardhour.services.compute import instances
+from cardhour.services.compute import instances, views
 from cardhour.services.compute.instances import LaunchRequest
 
 router = APIRouter(prefix="/instances", tags=["instances"])
@@ -33,8 +33,10 @@ def create(
     req = LaunchRequest(**body.model_dump())  # by field name: both carry the same names
 
     def launch(session: Session, user: UserRow) -> schemas.InstanceRead:
-        row = instances.create(session, p.catalog, user, req, ctx.now)
-        return convert.instance(session, row, events=True)
+        # the detail view from what the launch wrote, not read back
+        return convert.instance_read(
+            views.launched(instances.launch(session, p.catalog, user, req, ctx.now))
+        )
 
     response = idem.run_user(ctx, launch, status_code=201)
     p.wake()
