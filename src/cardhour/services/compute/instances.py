@@ -129,6 +129,10 @@ def _hold(
         ) from None
 
 
+#: The reason of the event a launch writes (and `views.launched` shows without reading it).
+CREATED = "created"
+
+
 @dataclass(frozen=True)
 class Launched:
     """A launch's instance and what its hold holds once placed (micros of its currency)."""
@@ -229,7 +233,7 @@ def launch(
             "at": now,
             "from_status": None,
             "to_status": S.PENDING.value,
-            "reason": "created",
+            "reason": CREATED,
         },
     )
     if monthly:

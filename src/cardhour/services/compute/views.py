@@ -181,7 +181,7 @@ def launched(launch: instances.Launched) -> InstanceView:
     return replace(
         _summary(row, [], Money(launch.held, row.currency), []),
         detailed=True,
-        events=[EventView(as_utc(row.created_at), None, row.status, "created")],
+        events=[EventView(as_utc(row.created_at), None, row.status, instances.CREATED)],
         weights=_weights(row, []),
     )
 
