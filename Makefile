@@ -9,7 +9,7 @@ TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: demo test install kernels lint typecheck unit system-deps clean bench-scheduler bench-billing bench-clusters bench-marketplace bench-launch
+.PHONY: demo test install kernels lint typecheck unit system-deps container-deps clean bench-scheduler bench-billing bench-clusters bench-marketplace bench-launch images
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -45,8 +45,9 @@ typecheck: $(STAMP)
 
 # Debian packages the tests drive for real: Chromium (console), ssh-keygen and sshd (SSH keys,
 # ssh into simulated nodes), slurm-wlm and munge (the Slurm backend against real daemons),
-# espeak-ng (the text-to-speech demo app), tesseract-ocr (the document search demo reads images).
-system-deps:
+# espeak-ng (the text-to-speech demo app), tesseract-ocr (the document search demo reads images),
+# podman + runc + mmdebstrap (the host agent's containers and their offline images).
+system-deps: container-deps
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 	@command -v ssh-keygen >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client)
 	@test -x /usr/sbin/sshd || scripts/apt-install-quietly.sh openssh-server
@@ -54,8 +55,11 @@ system-deps:
 	@command -v tesseract >/dev/null || scripts/apt-install-quietly.sh tesseract-ocr
 	@scripts/slurm-cluster.sh install
 
+container-deps:
+	@(command -v podman && command -v runc && command -v mmdebstrap) >/dev/null || scripts/apt-install-quietly.sh podman runc mmdebstrap uidmap
+
 # Lint, type check, then the whole suite on SQLite and on a throwaway PostgreSQL.
-test: $(STAMP) lint typecheck system-deps kernels
+test: $(STAMP) lint typecheck system-deps kernels images
 	scripts/with-postgres.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The scheduler against the FGD paper's numbers plus its own targets; writes
@@ -84,6 +88,12 @@ bench-marketplace: $(STAMP)
 # docs/benchmarks/launch.md. BENCH_ARGS="--nodes 500 --seconds 5" for a quick run.
 bench-launch: $(STAMP)
 	scripts/with-postgres.sh $(BIN)/python bench/launch.py $(BENCH_ARGS)
+
+# The container images of the host agent's tests, built offline from Debian packages with podman
+# (a base plus stand-ins of the catalog images): ~30 s cold, under 1 s when up to date.
+# See docs/dev/runtime.md.
+images: container-deps
+	scripts/images.sh
 
 clean:
 	rm -rf $(VENV) .cardhour .pytest_cache .mypy_cache .ruff_cache

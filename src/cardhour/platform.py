@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cardhour.backends.apps.runtime import LocalAppRuntime
 from cardhour.backends.base import Backend
+from cardhour.backends.hosts import HostsBackend
 from cardhour.backends.sim import SimBackend
 from cardhour.backends.slurm import ProbedSlurmBackend, SlurmBackend, SlurmProbes
 from cardhour.core.clock import Clock, SystemClock
@@ -43,6 +44,7 @@ from cardhour.reconcilers.sla import SlaReconciler
 from cardhour.scheduler import Scheduler, warm
 from cardhour.services.billing import customers, ledger, pricing
 from cardhour.services.compute import scheduling
+from cardhour.services.hosts.book import HostBook
 from cardhour.services.marketplace import demo as demo_apps
 from cardhour.services.marketplace.replicas import ReplicaPlacer
 from cardhour.settings import Settings, load_catalog
@@ -75,6 +77,9 @@ class Platform:
                 f"cannot use database {url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
             ) from exc
         self.sessions: sessionmaker[Session] = make_sessionmaker(self.engine)
+        self.host_book = HostBook(
+            self.sessions, self.clock, timedelta(seconds=settings.hosts.lost_after_seconds)
+        )
         self.backend = backend or self._make_backend()
         self.inventory = InventoryReconciler(self.sessions, self.clock, self.backend)
         with transaction(self.sessions) as session:
@@ -153,8 +158,12 @@ class Platform:
                 return SlurmBackend(*args, **options)
             probes = SlurmProbes(slurm.topo_command, slurm.ibstat_command, slurm.all_reduce_command)
             return ProbedSlurmBackend(*args, **options, probes=probes)
+        if self.settings.backend == "hosts":
+            return HostsBackend(self.host_book, self.catalog)
         if self.settings.backend != "sim":
-            raise InvalidInput(f"unknown backend {self.settings.backend!r}; available: sim, slurm")
+            raise InvalidInput(
+                f"unknown backend {self.settings.backend!r}; available: sim, hosts, slurm"
+            )
         sim = self.settings.sim
         return SimBackend(
             self.catalog,

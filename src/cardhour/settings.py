@@ -56,6 +56,28 @@ class SlurmSettings(BaseModel):
     )
 
 
+class HostsSettings(BaseModel):
+    """The `hosts` backend: GPU servers whose agents (`cardhour agent`) join this control plane."""
+
+    heartbeat_seconds: int = Field(
+        default=10, gt=0, le=300, description="How often an idle agent reports (its heartbeat)."
+    )
+    lost_after_seconds: int = Field(
+        default=40,
+        gt=0,
+        description="A host whose agent has not reported for this long is lost: it leaves the "
+        "inventory and its running instances are placed again elsewhere.",
+    )
+    join_token_seconds: int = Field(
+        default=3600, gt=0, description="How long a join token from `admin hosts add` is valid."
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The URL agents reach this control plane at (printed in the join command); "
+        "default: the URL the admin's request came in on.",
+    )
+
+
 class MarketplaceSettings(BaseModel):
     developer_share_bp: int = Field(
         default=7000,
@@ -170,13 +192,15 @@ class Settings(BaseSettings):
     )
     backend: str = Field(
         default="sim",
-        description="Compute backend: `sim` (simulated fleet) or `slurm` (a real Slurm cluster).",
+        description="Compute backend: `sim` (simulated fleet), `hosts` (GPU servers running "
+        "`cardhour agent`) or `slurm` (a real Slurm cluster).",
     )
     trial_credit: str = Field(default="10.00", description="Credit every new account gets once.")
     admin_email: str = Field(default="admin@cardhour.local", description="Bootstrap admin login.")
     secure_cookies: bool = Field(default=False, description="Mark console cookies Secure (HTTPS).")
     sim: SimSettings = SimSettings()
     slurm: SlurmSettings = SlurmSettings()
+    hosts: HostsSettings = HostsSettings()
     reconcilers: ReconcilerSettings = ReconcilerSettings()
     billing: BillingSettings = BillingSettings()
     marketplace: MarketplaceSettings = MarketplaceSettings()

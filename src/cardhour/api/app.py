@@ -15,6 +15,8 @@ from cardhour.api.routers.compute import admin, instances, offers
 from cardhour.api.routers.grants import admin as admin_proposals
 from cardhour.api.routers.grants import hours as grants
 from cardhour.api.routers.grants import proposals, reviews
+from cardhour.api.routers.hosts import admin as admin_hosts
+from cardhour.api.routers.hosts import agent
 from cardhour.api.routers.marketplace import apps
 from cardhour.console.app import mount_console
 from cardhour.platform import Platform
@@ -49,6 +51,8 @@ def create_app(platform: Platform) -> FastAPI:
         statements,
         ssh_keys,
         health,
+        admin_hosts,
+        agent,
     ):
         app.include_router(module.router, prefix="/api/v1")
     mount_console(app)

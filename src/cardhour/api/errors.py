@@ -33,6 +33,10 @@ def install(app: FastAPI) -> None:
     async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"] if p != "body") or "body"
+        if first["type"] == "invalid_input":  # a body's own check (core), naming the field
+            return error_response(422, "invalid_input", first["msg"], field=where)
+        if first["type"] == "extra_forbidden":
+            return error_response(422, "invalid_input", f"unknown field {where!r}", field=where)
         return error_response(422, "invalid_input", f"{where}: {first['msg']}")
 
     @app.exception_handler(IntegrityError)

@@ -45,11 +45,15 @@ class LaunchSpec:
     gpu_model: str
     gpu_count: int
     gpus_by_node: dict[str, list[int]]
-    image: str
-    ssh_key: str | None
+    image: str  # the catalog image's id, or the renter's own OCI reference
+    ssh_key: str | None  # the whole `authorized_keys`: the account's keys and the launch key
     exclusive: bool = False  # bare metal: nothing else may share its nodes
     weights: WeightsMount | None = None
     attempt: int = 0  # the placement: a launch for an older one than the backend has is ignored
+    command: str | None = None  # the renter's command (`sh -c`); None: the container idles
+    env: tuple[tuple[str, str], ...] = ()  # the renter's environment variables, in order
+    ports: tuple[int, ...] = ()  # container ports the renter asked to publish
+    instance_name: str = ""  # the renter's name: a cluster's hostnames (`core.cluster`)
 
 
 class MachineState(StrEnum):
@@ -61,6 +65,12 @@ class MachineState(StrEnum):
 
 @dataclass(frozen=True)
 class PollResult:
+    """`connection` (JSON, shown to the owner as the backend wrote it) carries what the API
+    derives its reachability from: `host`, `port` (default 22) and `user` (default root) of
+    the head's sshd (the instance's `ssh`), `hosts` (node → address, a cluster's nodes) and
+    `published` (container port as a string → "host:port" where it is reachable, for the
+    spec's `ports`; the instance's `published`). The rest are the backend's own notes."""
+
     state: MachineState
     connection: dict[str, Any] = field(default_factory=dict)
     message: str = ""

@@ -20,6 +20,8 @@ from cardhour.cli.common import Connection
 from cardhour.cli.compute import instances, launch, offers, slurm, ssh
 from cardhour.cli.grants import proposals as grants
 from cardhour.cli.grants import reviews as grants_review
+from cardhour.cli.hosts import admin as hosts_admin
+from cardhour.cli.hosts import agent as host_agent
 from cardhour.cli.marketplace import apps
 from cardhour.client import ApiError
 from cardhour.core.errors import CardhourError
@@ -88,6 +90,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "notifications": grants.notifications,
     "ssh": ssh.ssh,
     "slurm": slurm.slurm,
+    "agent": host_agent.agent,
 }
 for _name, _command in COMMANDS.items():
     app.command(_name)(_one_line_errors(_command))
@@ -104,6 +107,19 @@ ADMIN_COMMANDS["nodes"] = admin.nodes
 ADMIN_COMMANDS["resume"] = admin.resume
 for _name, _command in ADMIN_COMMANDS.items():
     admin_app.command(_name)(_one_line_errors(_command))
+hosts_app = typer.Typer(
+    name="hosts",
+    help="GPU servers running `cardhour agent`: enrol, list, remove.",
+    no_args_is_help=True,
+)
+HOSTS_COMMANDS: dict[str, Callable[..., None]] = {
+    "add": hosts_admin.add,
+    "list": hosts_admin.list_hosts,
+    "remove": hosts_admin.remove,
+}
+for _name, _command in HOSTS_COMMANDS.items():
+    hosts_app.command(_name)(_one_line_errors(_command))
+admin_app.add_typer(hosts_app, name="hosts")
 app.add_typer(admin_app, name="admin")
 
 grants_app = typer.Typer(

@@ -63,6 +63,7 @@ def instance_detail(i: InstanceRead) -> Table:
         ("status", status),
         ("gpus", escape(f"{i.count} × {i.gpu}")),
         ("image", escape(i.image)),
+        *_workload_rows(i),
         ("plan", escape(_plan_text(i))),
         ("movable", "yes (the operator may migrate it)" if i.movable else "no"),
         ("data centre", escape(i.data_centre or "-")),
@@ -72,10 +73,24 @@ def instance_detail(i: InstanceRead) -> Table:
         ("held", f"{i.held} {i.currency}"),
         ("created", when(i.created_at)),
         *connection_rows(i),
+        *((f"port {p}", escape(where)) for p, where in i.published.items()),
     ]
     for key, value in rows:
         table.add_row(key, value)
     return table
+
+
+def _workload_rows(i: InstanceRead) -> list[tuple[str, str]]:
+    """The renter's command, environment (names only: `status --json` has the values) and
+    ports, where given."""
+    rows = []
+    if i.command is not None:
+        rows.append(("command", escape(i.command)))
+    if i.env:
+        rows.append(("env", escape(", ".join(i.env))))
+    if i.ports:
+        rows.append(("ports", ", ".join(str(p) for p in i.ports)))
+    return rows
 
 
 def _plan_text(i: InstanceRead) -> str:

@@ -47,10 +47,11 @@ from cardhour.api.schemas import (
 from cardhour.api.schemas.statements import StatementRead
 from cardhour.client.connection import ApiError, bad_response, error_from
 from cardhour.client.grants import ProposalCalls
+from cardhour.client.hosts import HostCalls
 from cardhour.client.marketplace import MarketplaceCalls
 
 
-class CardhourClient(MarketplaceCalls, ProposalCalls):
+class CardhourClient(MarketplaceCalls, ProposalCalls, HostCalls):
     """A connection to one cardhour server. Use as a context manager, or call `close()`.
 
     `url` is the server root (`http://host:port`); `api_key` is sent as a bearer token when set.

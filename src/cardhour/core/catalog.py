@@ -1,4 +1,5 @@
-"""The declarative catalog: GPU models, data centres, nodes, price book, images.
+"""The declarative catalog: GPU models, data centres, nodes, price book, images, and the
+registries renters may run their own images from.
 
 `CatalogFile` is the validated schema of the fleet YAML; `Catalog` is what the rest of the code
 uses. Parsing YAML text is the caller's job (see `cardhour.settings.load_catalog`).
@@ -15,6 +16,7 @@ from cardhour.core.errors import InvalidInput, NotFound
 from cardhour.core.gpus import GpuModel, resolve_model
 from cardhour.core.money import Money
 from cardhour.core.topology import DataCentre, NodeSpec
+from cardhour.core.workload import oci
 
 HOURS_PER_MONTH = 720  # the monthly plan is 30 days
 
@@ -91,6 +93,18 @@ class ImageFile(_Strict):
     name: str
     description: str = ""
     versions: dict[str, str] = {}
+    # the OCI reference a host runs; default `localhost/cardhour/<id>:latest` (`make images`
+    # builds those offline as stand-ins)
+    ref: str | None = None
+
+    @property
+    def oci_ref(self) -> str:
+        """The reference, fully qualified (`core.workload.oci`); ValueError when malformed."""
+        try:
+            return str(oci.parse(self.ref or f"localhost/cardhour/{self.id}:latest"))
+        except InvalidInput as exc:
+            hint = "" if self.ref else " (the default from its id: set `ref`)"
+            raise ValueError(f"image {self.id}: {exc.message}{hint}") from None
 
 
 class CatalogFile(_Strict):
@@ -105,6 +119,14 @@ class CatalogFile(_Strict):
     data_centres: list[DataCentreFile]
     prices: list[PriceFile]
     images: list[ImageFile]
+    # registries renters may run their own images from (`docker.io`,
+    # `registry.example.com/team`); empty: only the catalog's images
+    registries: list[str] = []
+
+    @field_validator("registries")
+    @classmethod
+    def _registries(cls, value: list[str]) -> list[str]:
+        return [oci.registry_entry(entry) for entry in value]
 
     @model_validator(mode="after")
     def _references(self) -> CatalogFile:
@@ -123,6 +145,8 @@ class CatalogFile(_Strict):
                 raise ValueError(f"price: unknown data_centre {price.data_centre}")
         if not self.images:
             raise ValueError("the image catalog is empty")
+        for image in self.images:
+            image.oci_ref  # noqa: B018 - raises for a malformed reference
         weights = {w.id for w in self.model_weights}
         for dc in self.data_centres:
             for cached in dc.weights:
@@ -169,6 +193,7 @@ class Image:
     name: str
     description: str
     versions: dict[str, str]
+    ref: str = ""  # the OCI reference it runs, fully qualified
 
 
 @dataclass(frozen=True)
@@ -201,6 +226,7 @@ class Catalog:
     weights: list[Weights] = field(default_factory=list)
     weights_by_dc: dict[str, tuple[str, ...]] = field(default_factory=dict)
     weights_copy_gbps: int = 10
+    registries: tuple[str, ...] = ()  # where renters' own images may come from
 
     def model_weights(self, weights_id: str) -> Weights:
         """The weights of that id; InvalidInput naming the known ones otherwise."""
@@ -243,6 +269,44 @@ class Catalog:
         known = ", ".join(i.id for i in self.images)
         raise InvalidInput(f"unknown image {image_id!r}; available: {known}")
 
+    def launch_image(self, value: str | None) -> str:
+        """What an instance records as its `image`: a catalog id as it is (None: the default
+        image's), anything else as the fully qualified OCI reference of an allowed registry.
+        InvalidInput naming the catalog's images and the allowed registries otherwise."""
+        if value is None:
+            return self.image(None).id
+        if any(image.id == value for image in self.images):
+            return value
+        known = ", ".join(i.id for i in self.images)
+        unknown = f"unknown image {value!r}: not in the catalog (available: {known})"
+        try:
+            reference = oci.parse(value)
+        except InvalidInput:
+            raise InvalidInput(
+                f"{unknown} and not an OCI image reference ({oci.GRAMMAR})", field="image"
+            ) from None
+        if oci.allowed_by(reference, self.registries) is None:
+            allowed = (
+                f"allowed registries: {', '.join(self.registries)}"
+                if self.registries
+                else "this fleet allows no registries: only catalog images run"
+            )
+            raise InvalidInput(
+                f"{unknown}, and {reference.repository} is not from an allowed registry "
+                f"({allowed})",
+                field="image",
+            )
+        return str(reference)
+
+    def image_ref(self, value: str | None) -> str:
+        """The OCI reference an instance's `image` runs: a catalog id's `ref`, else the value
+        itself fully qualified, when its registry is allowed (`launch_image`'s errors else)."""
+        found = self.launch_image(value)
+        for image in self.images:
+            if image.id == found:
+                return image.ref
+        return found
+
     def data_centre(self, dc_id: str) -> DataCentre:
         return next(d for d in self.data_centres if d.id == dc_id)
 
@@ -274,7 +338,9 @@ class Catalog:
             },
             spec.monthly_discount_percent,
         )
-        images = [Image(i.id, i.name, i.description, dict(i.versions)) for i in spec.images]
+        images = [
+            Image(i.id, i.name, i.description, dict(i.versions), i.oci_ref) for i in spec.images
+        ]
         return cls(
             spec.currency,
             models,
@@ -286,6 +352,7 @@ class Catalog:
             [Weights(w.id, w.name, w.size_gb) for w in spec.model_weights],
             {d.id: tuple(d.weights) for d in spec.data_centres},
             spec.weights_copy_gbps,
+            tuple(spec.registries),
         )
 
 

@@ -31,8 +31,9 @@ log = logging.getLogger("cardhour.reconcilers.provisioning")
 
 
 def launch_spec(claim: Claim, catalog: Catalog | None = None) -> LaunchSpec:
-    """What the backend brings up; with `catalog`, the model weights to mount (copied in first
-    where the data centre does not cache them)."""
+    """What the backend brings up, the renter's workload (image, command, env, ports) and name
+    included; with `catalog`, the model weights to mount (copied in first where the data centre
+    does not cache them)."""
     assert claim.external_name is not None
     weights = None
     if claim.weights is not None and claim.data_centre is not None and catalog is not None:
@@ -48,6 +49,10 @@ def launch_spec(claim: Claim, catalog: Catalog | None = None) -> LaunchSpec:
         claim.bare_metal,
         weights,
         claim.attempt,
+        command=claim.command,
+        env=claim.env,
+        ports=claim.ports,
+        instance_name=claim.name,
     )
 
 

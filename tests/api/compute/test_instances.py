@@ -269,6 +269,7 @@ def test_a_launchs_response_is_what_a_read_right_after_returns(api: Api) -> None
         {"gpu": "A800", "count": 4, "name": "four", "weights": "llama3-8b"},
         {"gpu": "H100", "count": 8, "nodes": 2, "name": "pair"},
         {"gpu": "H100", "count": 8, "bare_metal": True, "plan": "monthly", "name": "bm"},
+        {"gpu": "RTX4090", "name": "work", "command": "sleep 9", "env": {"A": "1"}, "ports": [80]},
     ]
     for body in bodies:
         created = api.client.post("/api/v1/instances", headers=headers, json=body)

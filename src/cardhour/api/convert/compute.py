@@ -91,6 +91,11 @@ def instance_read(v: views.InstanceView) -> schemas.InstanceRead:
         connection=v.connection,
         created_at=v.created_at,
         updated_at=v.updated_at,
+        command=v.command,
+        env=v.env,
+        ports=v.ports,
+        ssh=schemas.SshRead(host=v.ssh.host, port=v.ssh.port, user=v.ssh.user) if v.ssh else None,
+        published=v.published,
         **(_detail(v) if v.detailed else {}),
     )
 

@@ -43,6 +43,7 @@ from cardhour.api.schemas.compute import (
     RecommendationRead,
     ReplicaShareRead,
     SlurmFilesRead,
+    SshRead,
     StageRead,
     WeightsPlanRead,
 )
@@ -65,6 +66,16 @@ from cardhour.api.schemas.grants import (
     ReviewRead,
     WithdrawCreate,
 )
+from cardhour.api.schemas.hosts import (
+    AgentDesired,
+    AgentJoin,
+    AgentJoined,
+    AgentReport,
+    ContainerReportIn,
+    HostCreate,
+    HostEnrolled,
+    HostRead,
+)
 from cardhour.api.schemas.marketplace import (
     AppDecision,
     AppPublish,
@@ -86,6 +97,14 @@ from cardhour.api.schemas.statements import (
 )
 
 __all__ = [
+    "AgentDesired",
+    "AgentJoin",
+    "AgentJoined",
+    "AgentReport",
+    "ContainerReportIn",
+    "HostCreate",
+    "HostEnrolled",
+    "HostRead",
     "AppDecision",
     "AppPublish",
     "AppRead",
@@ -150,6 +169,7 @@ __all__ = [
     "SlurmFilesRead",
     "SshKeyCreate",
     "SshKeyRead",
+    "SshRead",
     "StageRead",
     "StatementRead",
     "TopUpCreate",

@@ -5,12 +5,18 @@ Pure pydantic: the typed client (`cardhour.client`) imports these too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic_core import PydanticCustomError
 
 from cardhour.api.schemas.billing import QuoteRead
+from cardhour.core.errors import InvalidInput
+from cardhour.core.workload import spec
+
+T = TypeVar("T")
 
 
 class RecommendationRead(BaseModel):
@@ -63,6 +69,10 @@ class OfferRead(BaseModel):
 
 
 class InstanceCreate(BaseModel):
+    """A launch. Fields it does not know are refused (422), never ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
     gpu: str = Field(examples=["H100"])
     count: StrictInt = Field(default=1, examples=[1], description="GPUs (per node if `nodes`).")
     nodes: StrictInt = Field(
@@ -81,7 +91,33 @@ class InstanceCreate(BaseModel):
         "they are cached); placement prefers a data centre that holds them.",
         examples=["llama3-70b"],
     )
-    image: str | None = Field(default=None, examples=["pytorch-2.3-cuda12.3"])
+    image: str | None = Field(
+        default=None,
+        max_length=255,
+        description="A catalog image's id (GET /images; default: the first), or an OCI "
+        "reference `[registry/]repository[:tag][@digest]` from a registry the fleet allows "
+        "(stored fully qualified: `ubuntu:24.04` is docker.io/library/ubuntu:24.04).",
+        examples=["pytorch-2.3-cuda12.3", "docker.io/vllm/vllm-openai:v0.5.4"],
+    )
+    command: str | None = Field(
+        default=None,
+        description=f"Run by `sh -c` in the container (at most {spec.MAX_COMMAND} characters); "
+        "default: none (the container idles with its sshd).",
+        examples=["python -m http.server 8888"],
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description=f"Environment variables (at most {spec.MAX_ENV}): names "
+        f"`[A-Za-z_][A-Za-z0-9_]*`, not starting `{spec.RESERVED_PREFIX}`; values at most "
+        f"{spec.MAX_ENV_VALUE} characters, no NUL.",
+        examples=[{"HF_HOME": "/models"}],
+    )
+    ports: list[StrictInt] = Field(
+        default_factory=list,
+        description=f"Container ports to publish (1-65535, distinct, at most {spec.MAX_PORTS}; "
+        "not 22: sshd has it). Where each is reachable shows in `published` once it runs.",
+        examples=[[8888]],
+    )
     ssh_key: str | None = Field(default=None, description="OpenSSH public key.")
     plan: str = Field(
         default="on_demand",
@@ -99,6 +135,30 @@ class InstanceCreate(BaseModel):
         description="The operator may live-migrate this instance to defragment the fleet "
         "(the migration itself is not automated yet).",
     )
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: str | None) -> str | None:
+        return _checked(spec.check_command, value)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return _checked(spec.check_env, value)
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, value: list[int]) -> list[int]:
+        return _checked(spec.check_ports, value)
+
+
+def _checked(check: Callable[[Any], T], value: Any) -> T:
+    """`core.workload.spec`'s rule as a validation error whose message names the field
+    (type `invalid_input`: the API's error handler shows it as it is)."""
+    try:
+        return check(value)
+    except InvalidInput as exc:
+        raise PydanticCustomError("invalid_input", exc.message) from None
 
 
 class EventRead(BaseModel):
@@ -132,6 +192,11 @@ class ImageRead(BaseModel):
     description: str
     versions: dict[str, str] = Field(examples=[{"pytorch": "2.3.1", "cuda": "12.3"}])
     default: bool = Field(description="Used when a launch names no image.")
+    ref: str = Field(
+        default="",
+        description="The OCI reference a host runs for it.",
+        examples=["localhost/cardhour/pytorch-2.3-cuda12.3:latest"],
+    )
 
 
 class ClusterNodeRead(BaseModel):
@@ -150,6 +215,12 @@ class ClusterNodeRead(BaseModel):
 class ClusterRead(BaseModel):
     nodes: list[ClusterNodeRead]
     hostfile: str = Field(description="`HOSTNAME slots=GPUS` lines (DeepSpeed / Open MPI).")
+
+
+class SshRead(BaseModel):
+    host: str
+    port: int
+    user: str
 
 
 class InstanceRead(BaseModel):
@@ -180,9 +251,26 @@ class InstanceRead(BaseModel):
     held: str = Field(
         default="0.000000", description="Set aside for it at launch or start, not yet used."
     )
-    connection: dict[str, Any] | None
+    connection: dict[str, Any] | None = Field(
+        description="The backend's connection details as it reported them (`ssh` there is "
+        "the command line); null until it runs."
+    )
     created_at: datetime
     updated_at: datetime
+    command: str | None = Field(default=None, description="As launched (`sh -c`).")
+    env: dict[str, str] = Field(default_factory=dict, description="As launched.")
+    ports: list[int] = Field(
+        default_factory=list, description="Container ports asked to be published."
+    )
+    ssh: SshRead | None = Field(
+        default=None, description="Where the instance's sshd answers, once it runs."
+    )
+    published: dict[str, str] = Field(
+        default_factory=dict,
+        description='Container port → "host:port" where it is reachable, for the ports the '
+        "backend published (empty on backends that publish none, e.g. the simulator).",
+        examples=[{"8888": "gpu-07.example.net:30412"}],
+    )
     events: list[EventRead] = []
     stages: list[StageRead] = Field(
         default=[], description="Readiness stages of the latest placement (detail views)."

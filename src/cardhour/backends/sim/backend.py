@@ -26,9 +26,10 @@ from cardhour.backends.base import (
     PollResult,
     Probing,
 )
-from cardhour.backends.sim import reports, sshd
+from cardhour.backends.sim import sshd
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
+from cardhour.core.readiness import modelled as reports
 from cardhour.core.topology import NodeSpec
 
 

@@ -10,6 +10,7 @@ import time
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 
 from cardhour.api.schemas import InstanceCreate, InstanceRead
@@ -18,7 +19,7 @@ from cardhour.cli.compute import ssh as ssh_config
 from cardhour.cli.render import connection_rows, status_text
 from cardhour.client import CardhourClient
 from cardhour.client.connection import new_idempotency_key
-from cardhour.core.errors import CardhourError
+from cardhour.core.errors import CardhourError, InvalidInput
 from cardhour.core.gpus import parse_gpu_request
 from cardhour.core.states import InstanceStatus
 
@@ -50,7 +51,28 @@ def launch(
     ctx: typer.Context,
     gpu: Annotated[str, typer.Option("--gpu", help="MODEL:COUNT, e.g. H100:1 or A800:8.")],
     name: Annotated[str | None, typer.Option("--name", help="Instance name.")] = None,
-    image: Annotated[str | None, typer.Option("--image", help="Image id.")] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            help="A catalog image id (`cardhour images`), or an OCI reference from a registry "
+            "the fleet allows, e.g. docker.io/library/ubuntu:24.04.",
+        ),
+    ] = None,
+    command: Annotated[
+        str | None,
+        typer.Option(
+            "--command", help="Run by `sh -c` in the container (default: none, it idles)."
+        ),
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="NAME=VALUE environment variable (repeatable)."),
+    ] = None,
+    port: Annotated[
+        list[str] | None,
+        typer.Option("--port", help="Container port to publish (repeatable; not 22)."),
+    ] = None,
     ssh_key: Annotated[
         str | None,
         typer.Option("--ssh-key", help="OpenSSH public key, or the path of a .pub file."),
@@ -118,7 +140,7 @@ def launch(
     """Launch an instance. On demand, one hour of it is held from your balance up front and
     usage is billed per second; a monthly plan holds the 30 days' price instead."""
     req = parse_gpu_request(gpu)
-    body = InstanceCreate(
+    body = _body(
         gpu=req.model,
         count=req.count,
         nodes=nodes,
@@ -126,6 +148,9 @@ def launch(
         bare_metal=bare_metal,
         name=name,
         image=image,
+        command=command,
+        env=parse_env(env or []),
+        ports=parse_ports(port or []),
         ssh_key=read_key(ssh_key) if ssh_key is not None else None,
         plan=plan,
         at_expiry=at_expiry,
@@ -150,6 +175,8 @@ def launch(
         out.print(f"[green]{escape(inst.name)} is running[/]")
         for key, value in connection_rows(inst):
             out.print(f"  {key}: {value}")
+        for container_port, where in inst.published.items():
+            out.print(f"  port {escape(container_port)}: {escape(where)}")
     written = inst.status == InstanceStatus.RUNNING and ssh_config.write(inst) is not None
     if written and not as_json:
         workers = len(inst.cluster.nodes) - 1 if inst.cluster is not None else 0
@@ -158,6 +185,43 @@ def launch(
     if wait and inst.status != InstanceStatus.RUNNING:
         reason = f": {inst.status_reason}" if inst.status_reason else ""
         raise LaunchFailed(f"{inst.name} is {inst.status}{reason}")
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    """`--env NAME=VALUE` options, in order; InvalidInput for one without `=` or a name twice
+    (the names and values themselves are checked by `InstanceCreate`)."""
+    env: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidInput(f"--env {item!r}: expected NAME=VALUE")
+        if name in env:
+            raise InvalidInput(f"--env {name} is given twice")
+        env[name] = value
+    return env
+
+
+def parse_ports(items: list[str]) -> list[int]:
+    """`--port N` options; InvalidInput for one that is not a number."""
+    ports = []
+    for item in items:
+        try:
+            ports.append(int(item))
+        except ValueError:
+            raise InvalidInput(f"--port {item!r} is not a port number") from None
+    return ports
+
+
+def _body(**fields: object) -> InstanceCreate:
+    """The launch's body; InvalidInput with the API's message for a field it refuses."""
+    try:
+        return InstanceCreate.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        if first["type"] == "invalid_input":  # the message names the field
+            raise InvalidInput(first["msg"]) from None
+        raise InvalidInput(f"{where}: {first['msg']}") from None
 
 
 def _follow(client: CardhourClient, inst: InstanceRead, timeout: float, show: bool) -> InstanceRead:

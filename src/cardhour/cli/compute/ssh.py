@@ -2,8 +2,9 @@
 `ssh NAME-worker1` work (as SkyPilot does it).
 
 Each running instance gets a file `~/.cardhour/ssh/NAME` with one `Host` entry per node (the
-head as `NAME`, workers as `NAME-workerN`), written when `cardhour launch` sees it running,
-refreshed by `cardhour status NAME` and `cardhour ssh NAME`, and removed by `cardhour down`.
+head as `NAME` at the instance's `ssh` host, port and user; workers as `NAME-workerN`), written
+when `cardhour launch` sees it running, refreshed by `cardhour status NAME` and
+`cardhour ssh NAME`, and removed by `cardhour down`.
 `~/.ssh/config` gets one line, `Include /home/you/.cardhour/ssh/*`, at its top (an `Include`
 below a `Host` line would only apply to that host); nothing else in it is touched. Paths are
 written absolute from `$HOME`: ssh itself expands `~` from the passwd entry, not `$HOME`.
@@ -38,28 +39,43 @@ def include_line() -> str:
     return f"Include {config_dir()}/*"
 
 
+def _endpoints(inst: InstanceRead) -> list[tuple[str, str, int]]:
+    """(alias, address, port) per node, the head first: the head where the instance's `ssh`
+    says, workers at their cluster address (and their own port, where the backend gave one)."""
+    conn = inst.connection or {}
+    nodes = inst.cluster.nodes if inst.cluster is not None else []
+    if inst.ssh is None and not (nodes and conn):
+        return []
+    port = inst.ssh.port if inst.ssh is not None else int(conn.get("port", 22))
+    found = conn.get("ports")
+    ports: dict[str, Any] = found if isinstance(found, dict) else {}
+    endpoints = [(n.hostname, n.address, int(ports.get(n.node, port))) for n in nodes]
+    if inst.ssh is not None:
+        head = nodes[0].hostname if nodes else inst.name
+        endpoints[:1] = [(head, inst.ssh.host, inst.ssh.port)]
+    return endpoints
+
+
 def host_entries(inst: InstanceRead) -> str:
     """The `Host` blocks of a running instance; empty when it has no address yet."""
     conn = inst.connection or {}
-    nodes = inst.cluster.nodes if inst.cluster is not None else []
-    if not nodes or not conn:
+    endpoints = _endpoints(inst)
+    if not endpoints:
         return ""
-    user, port = str(conn.get("user", "root")), int(conn.get("port", 22))
-    found = conn.get("ports")
-    ports: dict[str, Any] = found if isinstance(found, dict) else {}
+    user = inst.ssh.user if inst.ssh is not None else str(conn.get("user", "root"))
     lines = [f"# written by cardhour for instance {inst.name} ({inst.id}); removed by `down`"]
     if conn.get("simulated"):  # the backend says what is real about it (sshd or nothing)
         note = " ".join(str(conn.get("note") or "simulated backend").split())
         lines.append(f"# {note}")
-    for node in nodes:
-        for value in (node.hostname, node.address, user):
+    for alias, address, port in endpoints:
+        for value in (alias, address, user):
             if not _SAFE.fullmatch(value):  # never write what could inject ssh options
                 raise InvalidInput(f"refusing to write an ssh config entry for {value!r}")
         lines += [
-            f"Host {node.hostname}",
-            f"  HostName {node.address}",
+            f"Host {alias}",
+            f"  HostName {address}",
             f"  User {user}",
-            f"  Port {int(ports.get(node.node, port))}",
+            f"  Port {port}",
             "  StrictHostKeyChecking accept-new",
             # outside the included folder: ssh would read it as config
             f"  UserKnownHostsFile {config_dir().parent / 'known_hosts'}",
@@ -120,9 +136,9 @@ def ssh(
     `ssh NAME-workerN` would once the config is written."""
     with connect(ctx, url, api_key) as client:
         inst = client.get_instance(name)
-    if write(inst) is None or inst.cluster is None:
+    if write(inst) is None:
         raise NotReachable(f"{inst.name} is {inst.status}: nothing to connect to yet")
-    hosts = [n.hostname for n in inst.cluster.nodes]
+    hosts = [alias for alias, _, _ in _endpoints(inst)]
     if worker is not None and worker >= len(hosts):
         raise InvalidInput(f"{inst.name} has {len(hosts) - 1} worker(s); no worker {worker}")
     host = hosts[worker or 0]

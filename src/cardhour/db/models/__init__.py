@@ -30,6 +30,7 @@ from cardhour.db.models.grants import (
     ProposalReviewRow,
     ProposalRow,
 )
+from cardhour.db.models.hosts import HostContainerRow, HostRow
 from cardhour.db.models.idempotency import IdempotencyKeyRow
 from cardhour.db.models.marketplace import (
     AppCallRow,
@@ -52,6 +53,8 @@ __all__ = [
     "FleetInventoryRow",
     "GrantMemberRow",
     "GrantRow",
+    "HostContainerRow",
+    "HostRow",
     "IdempotencyKeyRow",
     "InstanceEventRow",
     "InstanceRow",

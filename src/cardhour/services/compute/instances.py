@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -33,7 +34,7 @@ from cardhour.core.states import InstanceStatus, Plan
 from cardhour.db.models import AllocationRow, InstanceEventRow, InstanceRow, UserRow
 from cardhour.services.accounts import ssh_keys
 from cardhour.services.billing import metering, pricing, wallet
-from cardhour.services.compute import capacity, placement
+from cardhour.services.compute import capacity, placement, workload
 from cardhour.services.compute.lifecycle import COMMITTED, end_plan_if_over, switch_status
 from cardhour.services.ids import new_id
 from cardhour.store.compute import instances as store
@@ -61,6 +62,9 @@ class LaunchRequest:
     nodes: int = 1  # > 1: a cluster of whole nodes, `count` GPUs each
     weights: str | None = None  # model weights to mount (placement prefers where they are)
     bare_metal: bool = False  # whole nodes held exclusively
+    command: str | None = None  # the renter's workload (`workload.checked`): run by `sh -c`
+    env: Mapping[str, str] = field(default_factory=dict)  # environment variables, in order
+    ports: Sequence[int] = ()  # container ports to publish
 
 
 def _validate_name(name: str | None, model_id: str) -> str:
@@ -170,7 +174,7 @@ def launch(
         raise InvalidInput(f"unknown plan {req.plan!r}; plans: on_demand, monthly")
     if req.at_expiry not in AT_EXPIRY:
         raise InvalidInput(f"unknown at_expiry {req.at_expiry!r}; choose stop or on_demand")
-    image = catalog.image(req.image)
+    work = workload.checked(catalog, req.image, req.command, req.env, req.ports)
     weights = catalog.model_weights(req.weights).id if req.weights else None
     extra_key = req.ssh_key if req.ssh_key is not None and req.ssh_key.strip() else None
     ssh_key = ssh_keys.authorized_keys(session, user.id, extra_key)
@@ -202,7 +206,7 @@ def launch(
         name=name,
         gpu_model=model.id,
         gpu_count=count,
-        image=image.id,
+        **workload.columns(work),
         ssh_key=ssh_key,
         plan=req.plan,
         plan_at_expiry=req.at_expiry if monthly else None,

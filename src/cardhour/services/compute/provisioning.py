@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from cardhour.core.clock import as_utc
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceRow
+from cardhour.services.compute import workload
 from cardhour.services.compute.lifecycle import switch_status
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
@@ -42,6 +43,12 @@ class Claim:
     bare_metal: bool = False
     weights: str | None = None  # model weights to mount (catalog `model_weights` id)
     data_centre: str | None = None
+    name: str = ""  # the renter's name for it (a cluster's hostnames derive from it)
+    # the renter's workload (`workload`; `image` above): the command (`sh -c`; None: the
+    # container idles), environment variables in the order given, container ports to publish
+    command: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    ports: tuple[int, ...] = ()
 
 
 def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) -> list[Claim]:
@@ -51,6 +58,7 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
         row.lease_token = token
         row.lease_expires_at = now + timedelta(seconds=lease_seconds)
         gpus: dict[str, list[int]] = {}
+        work = workload.of(row)
         for alloc in node_store.allocations_of(session, row.id):
             gpus.setdefault(alloc.node_id, []).append(alloc.gpu_index)
         claims.append(
@@ -70,6 +78,10 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
                 row.bare_metal,
                 row.weights,
                 row.data_centre,
+                row.name,
+                work.command,
+                tuple(work.env.items()),
+                tuple(work.ports),
             )
         )
     session.flush()

@@ -1,7 +1,8 @@
 """One read model of an instance, shared by the API (`api.convert.compute` maps it to
 `InstanceRead`) and the console's instance pages (which format it for the templates).
 
-`summary` is what a list shows (status, nodes held, price, cost so far, held, connection);
+`summary` is what a list shows (status, the workload, nodes held, price, cost so far, held,
+connection with its ssh endpoint and published ports);
 `detail` adds the events, the readiness stages of the latest placement with the nccl gate's
 figures, the cluster layout and the weights plan. `topology` is the cluster page's extra: the
 fabric the nodes sit on and the bus bandwidth the gate expects. Reads only; amounts stay `Money`
@@ -24,7 +25,7 @@ from cardhour.core.cluster import ClusterNode
 from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow
 from cardhour.services.billing import wallet
-from cardhour.services.compute import fleet, instances, readiness
+from cardhour.services.compute import fleet, instances, readiness, workload
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,15 @@ class WeightsView:
 
 
 @dataclass(frozen=True)
+class SshView:
+    """Where the instance's sshd answers (the backend's connection `host`, `port`, `user`)."""
+
+    host: str
+    port: int
+    user: str
+
+
+@dataclass(frozen=True)
 class InstanceView:
     """An instance as its owner sees it. Times are UTC-aware. The detail fields (`events`,
     `stages`, `gate`, `cluster`, `weights`) are empty unless `detailed`."""
@@ -83,6 +93,11 @@ class InstanceView:
     connection: dict[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    command: str | None = None  # the renter's workload, as launched
+    env: dict[str, str] = field(default_factory=dict)
+    ports: list[int] = field(default_factory=list)  # container ports asked to be published
+    ssh: SshView | None = None  # while the backend says where sshd answers
+    published: dict[str, str] = field(default_factory=dict)  # container port → "host:port"
     detailed: bool = False
     events: list[EventView] = field(default_factory=list)
     stages: list[StageView] = field(default_factory=list)
@@ -124,6 +139,7 @@ def _summary(
     row: InstanceRow, nodes: list[str], held: Money | None, stages: list[StageView]
 ) -> InstanceView:
     connection = json.loads(row.connection) if row.connection else None
+    work = workload.of(row)
     return InstanceView(
         id=row.id,
         name=row.name,
@@ -145,8 +161,34 @@ def _summary(
         connection=connection,
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
+        command=work.command,
+        env=work.env,
+        ports=work.ports,
+        ssh=_ssh(connection),
+        published=_published(connection),
         stages=stages,
     )
+
+
+def _ssh(connection: dict[str, Any] | None) -> SshView | None:
+    """From the backend's `host`, `port` (default 22) and `user` (default root)."""
+    host = (connection or {}).get("host")
+    if not isinstance(host, str) or not host:
+        return None
+    assert connection is not None
+    try:
+        port = int(connection.get("port", 22))
+    except (TypeError, ValueError):
+        return None
+    return SshView(host, port, str(connection.get("user") or "root"))
+
+
+def _published(connection: dict[str, Any] | None) -> dict[str, str]:
+    """The backend's `published`: container port → "host:port" where it is reachable."""
+    found = (connection or {}).get("published")
+    if not isinstance(found, dict):
+        return {}
+    return {str(port): str(where) for port, where in found.items()}
 
 
 def detail(session: Session, row: InstanceRow) -> InstanceView:

@@ -54,7 +54,12 @@ def images(ctx: Ctx = Depends(get_ctx)) -> list[schemas.ImageRead]:
     found = ctx.platform.catalog.images
     return [
         schemas.ImageRead(
-            id=i.id, name=i.name, description=i.description, versions=i.versions, default=n == 0
+            id=i.id,
+            name=i.name,
+            description=i.description,
+            versions=i.versions,
+            default=n == 0,
+            ref=i.ref,
         )
         for n, i in enumerate(found)
     ]

@@ -1,7 +1,8 @@
-"""What the simulated nodes print for the readiness gate, in the real tools' formats: `nvidia-smi
-topo -m`, `ibstat` and nccl-tests' `all_reduce_perf`. The figures are modelled, not measured
-(FACTS.md: about 478 GB/s busbw on 8 × H100 SXM with NVLS, about 94% of the NICs' line rate
-across nodes); the parsers in `core` read these exactly as they read a real node's output.
+"""What simulated nodes and stand-in GPUs print for the readiness gate, in the real tools'
+formats: `nvidia-smi topo -m`, `ibstat` and nccl-tests' `all_reduce_perf`. The figures are
+modelled, not measured (FACTS.md: about 478 GB/s busbw on 8 × H100 SXM with NVLS, about 94%
+of the NICs' line rate across nodes); the parsers in `core` read these exactly as they read a
+real node's output.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from cardhour.backends.sim import reports
 from cardhour.core import readiness
 from cardhour.core.gpus import GpuModel
 from cardhour.core.parsers import hwtopo, nccl_tests
+from cardhour.core.readiness import modelled as reports
 from cardhour.core.topology import NodeSpec
 
 H100 = GpuModel("H100", "H100 SXM 80GB", Decimal("989.4"), 80, "NVLink4", 900, True)

@@ -1,0 +1,173 @@
+"""One convergence pass: the containers the control plane wants on this host against the ones
+the runtime holds, then a report of each wanted one.
+
+Containers carry their host, workload and spec fingerprint as labels, so a restarted agent
+adopts what it finds: a container whose fingerprint matches is kept as it is; one with another
+fingerprint is replaced; one no longer wanted is removed (only containers labelled with this
+host are ever touched). A spec that failed to start is not retried until it changes (its
+failure is reported instead), so a bad image does not make a loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cardhour.core.hosts import EXITED, FAILED, PENDING, RUNNING
+from cardhour.runtime.base import (
+    LABEL_HOST,
+    LABEL_WORKLOAD,
+    ContainerRuntime,
+    ContainerSpec,
+    ContainerState,
+    ContainerStatus,
+    Mount,
+    RuntimeFailure,
+)
+
+log = logging.getLogger("cardhour.agent")
+LABEL_FINGERPRINT = "org.cardhour.fingerprint"
+LOG_LINES = 20
+
+
+@dataclass
+class Converger:
+    runtime: ContainerRuntime
+    host: str
+    address: str
+    devices: dict[int, str]  # GPU index -> CDI device name
+    weights_dir: Path
+    real_gpus: bool
+    failed: dict[str, tuple[str, str]] = field(default_factory=dict)  # workload -> (fp, why)
+    probes: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # by start
+
+    def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+        """Converge once; returns (the container reports, settled: nothing is still changing)."""
+        want = {str(s["workload"]): s for s in desired}
+        have = {c.name: c for c in self.runtime.list({LABEL_HOST: self.host})}
+        settled = True
+        for name in sorted(set(have) - set(want)):
+            log.info("removing %s: no longer wanted here", name)
+            self.runtime.remove(name)
+            self.probes.pop(name, None)
+        for name, spec in want.items():
+            current = have.get(name)
+            if current is not None and current.labels.get(LABEL_FINGERPRINT) != spec["fingerprint"]:
+                log.info("replacing %s: its spec changed", name)
+                self.runtime.remove(name)
+                self.probes.pop(name, None)
+                current = None
+            if current is None and self.failed.get(name, ("",))[0] != spec["fingerprint"]:
+                self._start(name, spec)
+                settled = False
+        for name in set(self.failed) - set(want):
+            del self.failed[name]
+        reports = []
+        for name, spec in want.items():
+            report = self._report(name, spec)
+            settled &= report["state"] in (FAILED, EXITED) or (
+                report["state"] == RUNNING and "probes" in report
+            )
+            reports.append(report)
+        return reports, settled
+
+    def _start(self, name: str, spec: dict[str, Any]) -> None:
+        try:
+            container = self.container_spec(spec)
+            log.info("starting %s (%s)", name, spec["image"])
+            self.runtime.run(container)
+            self.failed.pop(name, None)
+        except RuntimeFailure as exc:
+            log.warning("cannot start %s: %s", name, exc)
+            self.failed[name] = (str(spec["fingerprint"]), str(exc))
+
+    def container_spec(self, spec: dict[str, Any]) -> ContainerSpec:
+        """The runtime's spec of a wanted container. RuntimeFailure when it asks for a GPU this
+        host lacks or model weights it does not cache."""
+        indices = [int(g["index"]) for g in spec.get("gpus", [])]
+        missing = [i for i in indices if i not in self.devices]
+        if missing:
+            raise RuntimeFailure(f"this host has no GPU {missing[0]}")
+        mounts: list[Mount] = []
+        weights = spec.get("weights")
+        if weights:
+            source = self.weights_dir / str(weights["id"])
+            if not source.is_dir():
+                raise RuntimeFailure(f"model weights {weights['id']} are not cached at {source}")
+            mounts.append(Mount(str(source), str(weights["mount"]), read_only=True))
+        labels = {
+            LABEL_HOST: self.host,
+            LABEL_WORKLOAD: str(spec["workload"]),
+            LABEL_FINGERPRINT: str(spec["fingerprint"]),
+        }
+        return ContainerSpec(
+            name=str(spec["workload"]),
+            image=str(spec["image"]),
+            labels=labels,
+            command=spec.get("command"),
+            env={str(k): str(v) for k, v in (spec.get("env") or {}).items()},
+            devices=tuple(self.devices[i] for i in indices),
+            cpus=float(spec["cpus"]) if spec.get("cpus") else None,
+            memory_mb=int(spec["memory_mb"]) if spec.get("memory_mb") else None,
+            ports=tuple(int(p) for p in spec.get("ports") or ()),
+            publish_address=self.address,
+            ssh_keys=str(spec.get("ssh_keys") or "") or None,
+            mounts=tuple(mounts),
+            hosts={str(k): str(v) for k, v in (spec.get("hosts") or {}).items()},
+            hostname=spec.get("hostname"),
+        )
+
+    def _report(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        report: dict[str, Any] = {"workload": name}
+        status = self.runtime.inspect(name)
+        if status is None:
+            failure = self.failed.get(name)
+            if failure is not None and failure[0] == spec["fingerprint"]:
+                return report | {"state": FAILED, "error": failure[1]}
+            return report | {"state": PENDING}
+        report["ports"] = {str(k): v for k, v in status.ports.items()}
+        if status.state == ContainerState.EXITED or status.error:
+            report |= {"state": EXITED, "exit_code": status.exit_code, "error": status.error}
+            report["logs"] = self.runtime.logs(name, LOG_LINES)[-4000:]
+            return report
+        if status.state != ContainerState.RUNNING:
+            return report | {"state": PENDING}
+        report["state"] = RUNNING
+        probes = self._probes(name, spec, status)
+        if probes is not None:
+            report["probes"] = probes
+        return report
+
+    def _probes(
+        self, name: str, spec: dict[str, Any], status: ContainerStatus
+    ) -> dict[str, Any] | None:
+        """What the readiness gate reads from inside the container, once per start: the keys
+        sshd holds, and on real GPUs the node's all-reduce (nccl-tests). None while the
+        container is not ready to answer yet."""
+        started = str(status.started_at)
+        cached = self.probes.get(name)
+        if cached is not None and cached[0] == started:
+            return cached[1]
+        probes: dict[str, Any] = {"authorized_keys": ""}
+        if spec.get("ssh_keys"):
+            code, out = self.runtime.exec(name, ["cat", "/root/.ssh/authorized_keys"], 30)
+            if code != 0:
+                code, out = self.runtime.exec(name, ["cat", "/run/cardhour/authorized_keys"], 30)
+            if code != 0:
+                return None  # the entrypoint has not installed them yet
+            probes["authorized_keys"] = out
+        gpus = len(spec.get("gpus", []))
+        if self.real_gpus and gpus >= 2:
+            probes["all_reduce"] = self._all_reduce(name, gpus)
+        self.probes[name] = (started, probes)
+        return probes
+
+    def _all_reduce(self, name: str, gpus: int) -> str:
+        argv = ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", str(gpus)]
+        code, out = self.runtime.exec(name, argv, 600)
+        if code != 0 and shutil.which("all_reduce_perf") is None:
+            return f"all_reduce_perf could not run in the container (exit {code}): {out[-500:]}"
+        return out

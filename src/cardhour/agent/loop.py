@@ -1,0 +1,156 @@
+"""The agent's loop: join once, then report and converge until stopped.
+
+Each report is the heartbeat. While containers are changing the agent reports again every
+`poll_seconds`; once settled it long-polls (`wait` = the heartbeat): the control plane answers
+early when new work arrives, so a placement reaches the host within a fraction of a second.
+
+The host credential is kept in `<state_dir>/credential.json` (mode 0600): a restarted agent
+reuses it (no new token needed) and adopts the containers it finds (`converge`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cardhour.agent import inventory
+from cardhour.agent.config import AgentSettings
+from cardhour.agent.converge import Converger
+from cardhour.api.schemas.hosts import AgentReport, ContainerReportIn
+from cardhour.client.connection import ApiError
+from cardhour.client.hosts import AgentChannel
+from cardhour.core.errors import InvalidInput
+from cardhour.runtime import cdi
+from cardhour.runtime.base import ContainerRuntime
+from cardhour.runtime.detect import detect
+from cardhour.runtime.docker import DockerRuntime
+from cardhour.runtime.podman import PodmanRuntime
+
+log = logging.getLogger("cardhour.agent")
+BACKOFF_SECONDS = (1, 2, 5, 10)
+
+
+@dataclass(frozen=True)
+class Credential:
+    server: str
+    host: str
+    credential: str
+
+
+class Revoked(Exception):
+    """The control plane no longer knows this host (removed, or the credential revoked)."""
+
+
+class Agent:
+    def __init__(self, settings: AgentSettings, runtime: ContainerRuntime | None = None) -> None:
+        self.settings = settings
+        self.runtime = runtime
+        self.path = settings.state_dir / "credential.json"
+
+    # -- joining ----------------------------------------------------------------------------
+
+    def credential(self) -> Credential:
+        """The saved credential, or a new one traded for the join token (then saved). A saved
+        credential for another server is not reused. InvalidInput when there is neither."""
+        if self.path.exists():
+            saved = Credential(**json.loads(self.path.read_text()))
+            if saved.server == self.settings.server and not self.settings.token:
+                return saved
+        if not self.settings.token:
+            raise InvalidInput(
+                "this host has not joined: run `cardhour admin hosts add NAME --dc DC` on the "
+                "control plane and pass the token it prints (--token)"
+            )
+        with AgentChannel(self.settings.server) as channel:
+            joined = channel.join(self.settings.token)
+        saved = Credential(self.settings.server, joined.host, joined.credential)
+        self.settings.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.touch(mode=0o600)
+        tmp.chmod(0o600)
+        tmp.write_text(json.dumps(vars(saved)))
+        tmp.replace(self.path)
+        log.info("joined %s as host %s", saved.server, saved.host)
+        return saved
+
+    # -- the engine and the GPUs ------------------------------------------------------------
+
+    def _runtime(self) -> ContainerRuntime:
+        if self.runtime is not None:
+            return self.runtime
+        s = self.settings
+        entry = s.state_dir / "runtime"
+        cdi_dirs = (s.cdi_dir,) if s.standin_gpus else ()
+        if s.runtime == "podman":
+            return PodmanRuntime(conf=s.containers_conf, cdi_dirs=cdi_dirs, entrypoint_dir=entry)
+        if s.runtime == "docker":
+            return DockerRuntime(entrypoint_dir=entry)
+        return detect(s.containers_conf, cdi_dirs, entry)
+
+    def _inventory(self, host: str) -> inventory.Inventory:
+        s = self.settings
+        if s.standin_gpus is None:
+            return inventory.real(s.state_dir)
+        kind = cdi.standin_kind(host)
+        found = inventory.standin(s.standin_gpus, host, s.state_dir, kind)
+        gpus = [
+            cdi.StandinGpu(int(g["index"]), str(g["uuid"]), str(g["name"]))
+            for g in found.report["gpus"]
+        ]
+        cdi.write_standin_spec(s.cdi_dir, kind, gpus)
+        return found
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Report and converge until `stop` is set. Revoked when the control plane refuses the
+        credential; other errors are logged and retried with a backoff."""
+        stop = stop or threading.Event()
+        me = self.credential()
+        runtime = self._runtime()
+        found = self._inventory(me.host)
+        s = self.settings
+        converger = Converger(
+            runtime, me.host, s.address, found.devices, s.weights_dir, s.standin_gpus is None
+        )
+        sent_inventory: dict[str, Any] | None = None
+        reports: list[dict[str, Any]] = []
+        version: int | None = None
+        settled, heartbeat, failures = False, 10.0, 0
+        with AgentChannel(me.server, me.credential) as channel:
+            while not stop.is_set():
+                body = AgentReport(
+                    host=me.host,
+                    inventory=found.report if sent_inventory != found.report else None,
+                    address=s.address,
+                    runtime=runtime.name,
+                    standin=s.standin_gpus is not None,
+                    containers=[ContainerReportIn(**r) for r in reports],
+                )
+                try:
+                    answer = channel.report(
+                        body, wait=heartbeat if settled else 0, since=version if settled else None
+                    )
+                except ApiError as exc:
+                    if exc.status in (401, 403):
+                        raise Revoked(exc.message) from exc
+                    pause = BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
+                    failures += 1
+                    log.warning("report failed (%s); again in %s s", exc.message, pause)
+                    stop.wait(pause)
+                    continue
+                failures = 0
+                sent_inventory = found.report
+                version, heartbeat = answer.version, float(answer.heartbeat_seconds)
+                reports, settled = converger.step(answer.containers)
+                if not settled:
+                    stop.wait(s.poll_seconds)
+
+
+def forget(state_dir: Path) -> None:
+    """Drop the saved credential (the next start needs a join token)."""
+    (state_dir / "credential.json").unlink(missing_ok=True)

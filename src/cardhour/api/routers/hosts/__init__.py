@@ -1,0 +1,1 @@
+"""Hosts: enrolment (admin) and the host agents' channel."""

@@ -1,0 +1,96 @@
+"""`/agent`: the channel a host agent dials out on (no inbound port on the host).
+
+`POST /agent/join` trades a join token for the host credential. `POST /agent/report` is the
+heartbeat: the agent sends its inventory and containers and gets the containers wanted on its
+host; with `?wait=S&since=V` the answer waits up to S seconds for that list to move past
+version V (a long poll: an agent is told of new work within a fraction of a second).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from cardhour.api import schemas
+from cardhour.api.deps import Ctx, get_ctx
+from cardhour.api.routers.hosts.watch import VersionWatch
+from cardhour.db.engine import transaction
+from cardhour.platform import Platform
+from cardhour.services.hosts import enrolment, reports
+
+router = APIRouter(prefix="/agent", tags=["agent"])
+MAX_WAIT_SECONDS = 60
+
+
+@router.post("/join", response_model=schemas.AgentJoined)
+def join(body: schemas.AgentJoin, ctx: Ctx = Depends(get_ctx)) -> schemas.AgentJoined:
+    """401 for a token that is unknown, used already or expired."""
+    with ctx.tx() as session:
+        host, credential = enrolment.join(session, body.token, ctx.now)
+        name = host.name
+    return schemas.AgentJoined(
+        host=name,
+        credential=credential,
+        heartbeat_seconds=ctx.platform.settings.hosts.heartbeat_seconds,
+    )
+
+
+def _watch(request: Request, platform: Platform) -> VersionWatch:
+    watch: VersionWatch | None = getattr(request.app.state, "host_watch", None)
+    if watch is None:
+
+        def read(host_ids: list[str]) -> dict[str, int]:
+            with transaction(platform.sessions) as session:
+                return reports.versions(session, host_ids)
+
+        watch = request.app.state.host_watch = VersionWatch(read)
+    return watch
+
+
+def _record(ctx: Ctx, body: schemas.AgentReport) -> tuple[str, reports.Desired]:
+    with ctx.tx() as session:
+        host = enrolment.authenticate(session, ctx.api_key, body.host)
+        containers = [
+            reports.ContainerReport(
+                c.workload, c.state, c.model_dump(exclude={"workload", "state"})
+            )
+            for c in body.containers
+        ]
+        desired = reports.record(
+            session,
+            host,
+            ctx.now,
+            containers,
+            body.inventory,
+            body.address,
+            body.runtime,
+            body.standin,
+        )
+        return host.id, desired
+
+
+def _desired(ctx: Ctx, host_name: str) -> reports.Desired:
+    with ctx.tx() as session:
+        return reports.desired(session, enrolment.authenticate(session, ctx.api_key, host_name))
+
+
+@router.post("/report", response_model=schemas.AgentDesired)
+async def report(
+    body: schemas.AgentReport,
+    request: Request,
+    wait: float = Query(0, ge=0, le=MAX_WAIT_SECONDS, description="Seconds to wait for work."),
+    since: int | None = Query(None, description="The version the agent holds."),
+    ctx: Ctx = Depends(get_ctx),
+) -> schemas.AgentDesired:
+    """The heartbeat. 401 for an unknown or revoked credential, 403 for another host's name."""
+    host_id, desired = await run_in_threadpool(_record, ctx, body)
+    if wait > 0 and since is not None and desired.version == since:
+        await _watch(request, ctx.platform).wait(host_id, since, wait)
+        ctx.now = ctx.platform.clock.now()
+        desired = await run_in_threadpool(_desired, ctx, body.host)
+    return schemas.AgentDesired(
+        host=body.host,
+        version=desired.version,
+        containers=desired.containers,
+        heartbeat_seconds=ctx.platform.settings.hosts.heartbeat_seconds,
+    )

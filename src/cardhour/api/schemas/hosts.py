@@ -1,0 +1,92 @@
+"""Hosts: enrolment by an admin, and what a host agent sends and gets back.
+
+Pure pydantic: the typed client and the agent (`cardhour.agent`) import these too. The agent's
+bodies refuse unknown fields, so an agent and a control plane of different versions fail loudly
+rather than drop what the other said.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HostCreate(_Strict):
+    name: str = Field(examples=["bj1-h100-017"], description="The host's node id in the fleet.")
+    data_centre: str = Field(examples=["bj1"])
+    ib_leaf: str | None = Field(default=None, description="Its InfiniBand leaf switch, if any.")
+    ib_spine: str | None = Field(default=None, description="The leaf's spine.")
+
+
+class HostRead(BaseModel):
+    name: str
+    data_centre: str
+    state: str = Field(description="waiting (not joined yet) | ready | lost | removed")
+    lost_reason: str | None = None
+    gpu: str | None = Field(description="The catalog GPU model its GPUs are; null: none known.")
+    gpus: int
+    gpu_names: list[str] = []
+    address: str | None
+    runtime: str | None
+    standin: bool = Field(description="Stand-in GPUs (a test machine), not real ones.")
+    ib_leaf: str | None
+    ib_spine: str | None
+    containers: int = Field(description="Containers wanted on it.")
+    joined_at: datetime | None
+    last_seen_at: datetime | None
+
+
+class HostEnrolled(BaseModel):
+    host: HostRead
+    token: str = Field(description="One-time join token (shown once; SHA-256 kept).")
+    expires_at: datetime
+    command: str = Field(description="What to run on the server to join it.")
+
+
+class AgentJoin(_Strict):
+    token: str
+
+
+class AgentJoined(BaseModel):
+    host: str
+    credential: str = Field(description="The host credential (shown once; SHA-256 kept).")
+    heartbeat_seconds: int
+
+
+class ContainerReportIn(_Strict):
+    workload: str = Field(max_length=64)
+    state: str = Field(description="pending | running | exited | failed")
+    ports: dict[str, int] = Field(default={}, description="Container port -> host port.")
+    exit_code: int | None = None
+    error: str = ""
+    logs: str = ""
+    probes: dict[str, str | None] = Field(
+        default={}, description="authorized_keys, all_reduce: what the container printed."
+    )
+    peers: int | None = Field(default=None, description="The `hosts` version applied inside.")
+
+
+class AgentReport(_Strict):
+    host: str
+    inventory: dict[str, Any] | None = Field(
+        default=None,
+        description="gpus (nvidia-smi query rows), topology (`nvidia-smi topo -m`), ibstat, "
+        "cpus, memory_mb, disk_gb; sent on the first report and whenever it changes.",
+    )
+    address: str | None = Field(default=None, description="Where its published ports answer.")
+    runtime: str | None = None
+    standin: bool | None = None
+    containers: list[ContainerReportIn] = []
+
+
+class AgentDesired(BaseModel):
+    host: str
+    version: int = Field(description="Moves whenever the wanted containers change.")
+    containers: list[dict[str, Any]]
+    heartbeat_seconds: int

@@ -1,0 +1,224 @@
+"""The hosts backend: the inventory is what the host agents report, and a launch is the
+containers the platform wants on those hosts; the agents converge to them and report back.
+
+Nothing here talks to a host: every call reads or writes the host directory (the database,
+`services.hosts.book`), and each agent long-polls its own wanted containers. So `launch` and
+`terminate` return at once, and `poll` reads the agents' last reports:
+
+- `running` once every node's container runs and reported its probes (the keys it holds);
+  the connection then gives ssh (the head's address and published port) and every published
+  port as `host:port`;
+- `failed` when a container could not start or exited (the agent's reason and last log lines);
+- `gone` once no container of the name is wanted or reported on a live host.
+
+Stand-in hosts (test machines: fake GPUs, `standin` in their report) cannot run NCCL: their
+all-reduce output is the modelled one of `backends.sim.reports`, flagged in the connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from cardhour.backends.base import (
+    Backend,
+    BackendError,
+    LaunchSpec,
+    MachineState,
+    PollResult,
+    Probing,
+)
+from cardhour.core import cluster
+from cardhour.core.catalog import Catalog
+from cardhour.core.hosts import EXITED, FAILED, RUNNING, ContainerInfo, HostInfo, node_spec, share
+from cardhour.core.readiness import modelled as reports
+from cardhour.core.topology import NodeSpec
+
+
+class HostDirectory(Protocol):
+    """What the backend needs of the database (`services.hosts.book.HostBook`)."""
+
+    def hosts(self) -> list[HostInfo]: ...
+
+    def want(self, workload: str, attempt: int, specs: dict[str, dict[str, Any]]) -> None: ...
+
+    def unwant(self, workload: str) -> None: ...
+
+    def containers(self, workload: str) -> list[ContainerInfo]: ...
+
+    def lost_hosts_of(self, workload: str) -> dict[str, str]: ...
+
+
+class HostsBackend(Backend, Probing):
+    name = "hosts"
+
+    def __init__(self, directory: HostDirectory, catalog: Catalog) -> None:
+        self.directory = directory
+        self.catalog = catalog
+        self._dcs = {dc.id for dc in catalog.data_centres}
+
+    def _live(self) -> dict[str, tuple[HostInfo, NodeSpec]]:
+        found = {}
+        for host in self.directory.hosts():
+            if host.lost is None and host.data_centre in self._dcs:
+                spec = node_spec(host, self.catalog.gpu_models)
+                if spec is not None:
+                    found[host.name] = (host, spec)
+        return found
+
+    def sync_inventory(self) -> list[NodeSpec]:
+        return [spec for _host, spec in self._live().values()]
+
+    def launch(self, spec: LaunchSpec) -> None:
+        live = self._live()
+        missing = sorted(n for n in spec.gpus_by_node if n not in live)
+        if missing:
+            raise BackendError(f"hosts not reporting: {', '.join(missing)}")
+        image = self.catalog.image_ref(spec.image)
+        addresses = {n: live[n][0].address or n for n in spec.gpus_by_node}
+        name = spec.instance_name or spec.external_name
+        layout = cluster.layout(name, spec.gpus_by_node, addresses, {})
+        hostnames = {node.node: node.hostname for node in layout}
+        ranks = {node.node: node.rank for node in layout}
+        wanted = {}
+        for node, gpus in spec.gpus_by_node.items():
+            host, node_spec_ = live[node]
+            cpus, memory_mb = share(node_spec_, len(gpus))
+            uuids = {int(g["index"]): str(g["uuid"]) for g in host.inventory.get("gpus", [])}
+            wanted[node] = {
+                "image": image,
+                "command": spec.command if node == layout[0].node else None,
+                "env": dict(spec.env),
+                "gpus": [{"index": i, "uuid": uuids.get(i, "")} for i in sorted(gpus)],
+                "cpus": cpus,
+                "memory_mb": memory_mb,
+                "ports": list(spec.ports),
+                "ssh_keys": spec.ssh_key or "",
+                "hostname": hostnames[node],
+                "rank": ranks[node],
+                "hosts": {hostnames[n]: addresses[n] for n in spec.gpus_by_node if n != node},
+                "weights": {"id": spec.weights.id, "mount": spec.weights.mount}
+                if spec.weights is not None
+                else None,
+                "exclusive": spec.exclusive,
+            }
+        self.directory.want(spec.external_name, spec.attempt, wanted)
+
+    def poll(self, external_name: str) -> PollResult:
+        containers = self.directory.containers(external_name)
+        wanted = [c for c in containers if c.wanted]
+        if not wanted:
+            if containers:  # being removed
+                return PollResult(MachineState.PROVISIONING)
+            return PollResult(MachineState.GONE)
+        lost = self.directory.lost_hosts_of(external_name)
+        if lost:
+            said = "; ".join(f"{h}: {why}" for h, why in sorted(lost.items()))
+            return PollResult(MachineState.FAILED, message=f"host lost ({said})")
+        for c in wanted:
+            if c.state in (FAILED, EXITED):
+                return PollResult(MachineState.FAILED, message=_why(c))
+        if all(c.state == RUNNING and "probes" in c.report for c in wanted):
+            return PollResult(MachineState.RUNNING, self._connection(wanted))
+        return PollResult(MachineState.PROVISIONING)
+
+    def terminate(self, external_name: str) -> None:
+        self.directory.unwant(external_name)
+
+    def _connection(self, wanted: list[ContainerInfo]) -> dict[str, Any]:
+        live = {h.name: h for h in self.directory.hosts()}
+        by_host = {c.host: c for c in wanted}
+        head = min(wanted, key=lambda c: int(c.spec.get("rank", 0)))
+        address = live[head.host].address or head.host
+        ssh_port = int(head.report.get("ports", {}).get("22", 0))
+        published = {
+            str(port): f"{live[head.host].address or head.host}:{host_port}"
+            for port, host_port in head.report.get("ports", {}).items()
+            if port != "22"
+        }
+        connection: dict[str, Any] = {
+            "host": address,
+            "port": ssh_port,
+            "user": "root",
+            "ssh": f"ssh -p {ssh_port} root@{address}",
+            "nodes": sorted(by_host),
+            "hosts": {h: live[h].address or h for h in by_host},
+            "ports": {h: int(by_host[h].report.get("ports", {}).get("22", 0)) for h in by_host},
+            "published": published,
+            "image": head.spec.get("image"),
+            "ssh_key_injected": bool(head.spec.get("ssh_keys")),
+        }
+        if any(live[h].standin for h in by_host):
+            connection["standin_gpus"] = True
+            connection["note"] = "stand-in GPUs (a test machine): real containers, fake devices"
+        return connection
+
+    def _container(self, external_name: str, node: str) -> ContainerInfo:
+        for c in self.directory.containers(external_name):
+            if c.host == node and c.wanted and c.state == RUNNING:
+                return c
+        raise BackendError(f"{external_name} has no running container on {node}")
+
+    def lost_nodes(self, external_name: str) -> dict[str, str]:
+        return self.directory.lost_hosts_of(external_name)
+
+    def authorized_keys(self, external_name: str, node: str) -> str:
+        probes = self._container(external_name, node).report.get("probes") or {}
+        if "authorized_keys" not in probes:
+            raise BackendError(f"{node} has not reported the keys it holds yet")
+        return str(probes["authorized_keys"])
+
+    def topology(self, external_name: str, node: str) -> tuple[str, str | None]:
+        self._container(external_name, node)
+        host = self._host(node)
+        topo = host.inventory.get("topology")
+        if not topo:
+            raise BackendError(f"{node} reported no `nvidia-smi topo -m`")
+        ib = host.inventory.get("ibstat")
+        return str(topo), (str(ib) if ib else None)
+
+    def all_reduce(self, external_name: str, nodes: list[str], gpus_per_node: int) -> str:
+        hosts = [self._host(n) for n in nodes]
+        if all(h.standin for h in hosts):
+            return self._standin_all_reduce(hosts, gpus_per_node)
+        if len(nodes) == 1:
+            probes = self._container(external_name, nodes[0]).report.get("probes") or {}
+            text = probes.get("all_reduce")
+            if text is None:
+                raise BackendError(f"{nodes[0]} has not reported its all-reduce yet")
+            return str(text)
+        head = self._container(external_name, nodes[0]).report.get("probes") or {}
+        text = head.get("cluster_all_reduce")
+        if text is None:
+            raise BackendError("the head has not reported the all-reduce across nodes yet")
+        return str(text)
+
+    def _host(self, name: str) -> HostInfo:
+        for host in self.directory.hosts():
+            if host.name == name and host.lost is None:
+                return host
+        raise BackendError(f"host {name} is not reporting")
+
+    def _standin_all_reduce(self, hosts: list[HostInfo], gpus_per_node: int) -> str:
+        """Stand-in GPUs run no NCCL: the modelled output of a healthy node (or fabric)."""
+        specs = [node_spec(h, self.catalog.gpu_models) for h in hosts]
+        if any(s is None for s in specs):
+            raise BackendError("a stand-in host reported no known GPU")
+        nodes = [s for s in specs if s is not None]
+        model = self.catalog.model_by_id(nodes[0].gpu_model)
+        busbw = reports.node_busbw(model)
+        if len(nodes) > 1:
+            busbw = min(busbw, reports.fabric_busbw(nodes) or busbw)
+        return reports.all_reduce_perf([h.name for h in hosts], gpus_per_node, model.name, busbw)
+
+
+def _why(container: ContainerInfo) -> str:
+    report = container.report
+    reason = str(report.get("error") or "")
+    if container.state == EXITED:
+        code = report.get("exit_code")
+        reason = reason or f"the container exited (code {code})"
+    logs = str(report.get("logs") or "").strip()
+    if logs:
+        tail = " | ".join(logs.splitlines()[-5:])
+        reason += f"; last output: {tail}"
+    return f"{container.host}: {reason or 'the container failed'}"

@@ -1,0 +1,1 @@
+"""`cardhour admin hosts …` and `cardhour agent`: GPU servers joining the fleet."""

@@ -1,0 +1,55 @@
+"""GPU servers run by host agents, and the containers the control plane wants on them.
+
+A host is enrolled by an admin (a one-time join token, only its SHA-256 kept), joins when its
+agent trades the token for a host credential (only its SHA-256 kept), then reports its
+inventory and containers on every heartbeat. `desired_version` moves whenever the containers
+wanted on it change: an agent waiting for work wakes on it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from cardhour.db.models.base import TS, Base
+
+
+class HostRow(Base):
+    __tablename__ = "hosts"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)  # the node id it serves as
+    data_centre: Mapped[str] = mapped_column(String(64))
+    ib_leaf: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    ib_spine: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
+    token_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    credential_hash: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
+    address: Mapped[str | None] = mapped_column(String(255), nullable=True)  # published ports
+    inventory: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON, as reported
+    runtime: Mapped[str | None] = mapped_column(String(32), nullable=True)  # podman | docker
+    standin: Mapped[bool] = mapped_column(Boolean, default=False)  # stand-in GPUs (test machines)
+    desired_version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(TS)
+    joined_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    last_seen_at: Mapped[datetime | None] = mapped_column(TS, nullable=True, index=True)
+    removed_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)  # credential revoked
+
+
+class HostContainerRow(Base):
+    """One workload's container on one host: what is wanted (`spec`, `wanted`) and what the
+    agent last reported (`state`, `report`). Unwanted rows go once the agent reports them gone."""
+
+    __tablename__ = "host_containers"
+
+    host_id: Mapped[str] = mapped_column(ForeignKey("hosts.id"), primary_key=True)
+    workload: Mapped[str] = mapped_column(String(64), primary_key=True)  # ch-<instance>-<attempt>
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    spec: Mapped[str] = mapped_column(Text)  # JSON: what the agent runs
+    wanted: Mapped[bool] = mapped_column(Boolean, default=True)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    report: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON, as reported
+    created_at: Mapped[datetime] = mapped_column(TS)
+    updated_at: Mapped[datetime] = mapped_column(TS)

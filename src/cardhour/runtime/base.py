@@ -1,0 +1,128 @@
+"""The container runtime contract the host agent converges with.
+
+Every call is keyed by the container's deterministic name (`ch-<instance>-<attempt>`): `run` of
+a name that exists returns its status and starts nothing; `stop`/`remove` of a name that is gone
+return silently. Engines raise only the errors below, with a message fit to show a renter (the
+engine's own last line, never a traceback).
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+#: label every container the agent makes carries; its value is the agent's host name
+LABEL_HOST = "org.cardhour.host"
+#: the instance's external name (`ch-<instance>-<attempt>`) a container belongs to
+LABEL_WORKLOAD = "org.cardhour.workload"
+
+
+class RuntimeFailure(Exception):
+    """The engine could not do what was asked (not reachable, bad spec); retry may help."""
+
+
+class ImageUnavailable(RuntimeFailure):
+    """The image does not exist locally and cannot be pulled: the workload cannot start."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path (or named volume, when `volume`) mounted at `target` in the container."""
+
+    source: str
+    target: str
+    read_only: bool = True
+    volume: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One container, as the agent wants it.
+
+    `devices`: CDI device names (`nvidia.com/gpu=<uuid>` on real hosts, the stand-in vendor's on
+    test machines), exactly the GPUs placed. `ssh_keys`: when set, the container runs sshd on
+    port 22 with exactly these keys (key login only), published on `publish_address`.
+    `ports`: container ports published on `publish_address` at free host ports. `command`:
+    the renter's command (`sh -c`); none: the container idles until stopped. `hosts`: extra
+    `/etc/hosts` entries (a cluster's nodes).
+    """
+
+    name: str
+    image: str
+    labels: dict[str, str] = field(default_factory=dict)
+    command: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    devices: tuple[str, ...] = ()
+    cpus: float | None = None
+    memory_mb: int | None = None
+    ports: tuple[int, ...] = ()
+    publish_address: str = "127.0.0.1"
+    ssh_keys: str | None = None
+    mounts: tuple[Mount, ...] = ()
+    hosts: dict[str, str] = field(default_factory=dict)
+    hostname: str | None = None
+    read_only_root: bool = False
+    network: str | None = None  # None: the engine's default bridge; "none": no network
+
+
+class ContainerState(StrEnum):
+    CREATED = "created"
+    RUNNING = "running"
+    EXITED = "exited"  # stopped or its process ended; `exit_code` says which
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    name: str
+    state: ContainerState
+    labels: dict[str, str] = field(default_factory=dict)
+    exit_code: int | None = None
+    #: container port -> host port, for 22 (sshd) and every published port
+    ports: dict[int, int] = field(default_factory=dict)
+    started_at: str | None = None  # the engine's timestamp, ISO 8601
+    error: str = ""  # the engine's reason when it could not start the process
+
+
+class ContainerRuntime(ABC):
+    """One engine on one host."""
+
+    name: str
+
+    @abstractmethod
+    def available(self) -> bool:
+        """The engine answers here (its CLI exists and, for Docker, its daemon runs)."""
+
+    @abstractmethod
+    def ensure_image(self, ref: str) -> None:
+        """The image is here (pulled when missing); ImageUnavailable when it cannot be."""
+
+    @abstractmethod
+    def run(self, spec: ContainerSpec) -> ContainerStatus:
+        """Create and start `spec.name`; a name that exists is left as it is and its status
+        returned (a stopped one is not restarted)."""
+
+    @abstractmethod
+    def inspect(self, name: str) -> ContainerStatus | None:
+        """The container's status; None when no container of that name exists."""
+
+    @abstractmethod
+    def list(self, labels: dict[str, str]) -> list[ContainerStatus]:
+        """Every container (running or not) carrying all of `labels`."""
+
+    @abstractmethod
+    def stop(self, name: str, timeout: int = 10) -> None:
+        """Stop it (SIGTERM, SIGKILL after `timeout` s); silent when gone or stopped."""
+
+    @abstractmethod
+    def remove(self, name: str) -> None:
+        """Remove it, stopping it first; silent when gone."""
+
+    @abstractmethod
+    def logs(self, name: str, lines: int = 20) -> str:
+        """Its last `lines` lines of output (stdout and stderr); "" when gone."""
+
+    @abstractmethod
+    def exec(self, name: str, argv: builtins.list[str], timeout: int = 60) -> tuple[int, str]:
+        """Run `argv` inside the running container: (exit code, stdout and stderr)."""

@@ -1,0 +1,329 @@
+"""Podman through its CLI (`podman inspect` / `podman ps` JSON): the agent's engine.
+
+How a `ContainerSpec` becomes `podman create` + `podman start` (docs/dev/runtime.md):
+- always `--init` (PID 1 forwards SIGTERM: stop is quick), the labels, `--hostname`,
+  `--add-host` per `hosts`, `--env`, `--device` per CDI name, `--cpus`, `--memory <n>m`,
+  `--mount`s, `--read-only`, `--network`;
+- each port and, with `ssh_keys`, 22 published as `-p <publish_address>::<port>`: podman picks
+  a free host port, `inspect` reports it;
+- with `ssh_keys` the entrypoint is `entrypoint.sh` (installed into `entrypoint_dir` and mounted
+  read-only with a file of the keys at `/.cardhour/`): it starts sshd, then the command;
+- without: `sh -c <command>`, or `sleep infinity` when there is none (the image's entrypoint,
+  if any, is kept and gets these as arguments).
+
+Image refs under `localhost/` are local builds: they are never pulled (a pull would retry a
+registry at https://localhost for 3 s). Every podman call gets `CONTAINERS_CONF=conf` when set.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cardhour.runtime.base import (
+    ContainerRuntime,
+    ContainerSpec,
+    ContainerState,
+    ContainerStatus,
+    ImageUnavailable,
+    RuntimeFailure,
+)
+
+#: where the runtime's files (entrypoint, keys) live inside a container
+INNER_DIR = "/.cardhour"
+#: folders Podman 4.3 reads CDI specs from without being told
+DEFAULT_CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"), Path("/run/cdi"))
+_STATES = {
+    "created": ContainerState.CREATED,
+    "configured": ContainerState.CREATED,
+    "initialized": ContainerState.CREATED,
+    "running": ContainerState.RUNNING,
+    "paused": ContainerState.RUNNING,
+    "restarting": ContainerState.RUNNING,
+}
+_NOT_STARTED = "0001-01-01"  # Go's zero time: never started
+_BOILERPLATE = re.compile(r'unable to start container "[0-9a-f]+": |initializing source \S+: ')
+
+
+def last_line(text: str, limit: int = 300) -> str:
+    """The last non-empty line of an engine's output, without its boilerplate (`Error: `, the
+    container id, the image source), at most `limit` characters: fit to show a renter."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = lines[-1] if lines else "no output"
+    line = line.removeprefix("Error: ").removeprefix("Error response from daemon: ")
+    line = _BOILERPLATE.sub("", line)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _gone(stderr: str) -> bool:
+    text = stderr.lower()
+    return "no such container" in text or "no container with name or id" in text
+
+
+class PodmanRuntime(ContainerRuntime):
+    """Podman on this host. `conf`: a containers.conf given to every call as CONTAINERS_CONF.
+    `cdi_dirs`: folders of CDI specs; Podman 4.3 reads only /etc/cdi and /var/run/cdi, so other
+    folders need a Podman with `--cdi-spec-dir` (RuntimeFailure at the first call otherwise).
+    `entrypoint_dir`: where the SSH entrypoint and the keys files are written (root-owned)."""
+
+    name = "podman"
+
+    def __init__(
+        self,
+        binary: str = "podman",
+        conf: Path | None = None,
+        cdi_dirs: tuple[Path, ...] = (),
+        entrypoint_dir: Path = Path("/var/lib/cardhour/runtime"),
+        call_timeout: int = 120,
+    ) -> None:
+        self.binary = binary
+        self.conf = Path(conf).resolve() if conf is not None else None
+        self.cdi_dirs = tuple(Path(d) for d in cdi_dirs)
+        self.entrypoint_dir = Path(entrypoint_dir)
+        self.call_timeout = call_timeout
+        self._global: list[str] | None = None
+
+    # -- the CLI -----------------------------------------------------------------------------
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.conf is not None:
+            env["CONTAINERS_CONF"] = str(self.conf)
+        return env
+
+    def _global_args(self) -> list[str]:
+        if self._global is None:
+            extra = [d for d in self.cdi_dirs if d not in DEFAULT_CDI_DIRS]
+            if not extra:
+                self._global = []
+            else:
+                help_text = self._call(["--help"], global_args=False).stdout
+                if "--cdi-spec-dir" not in help_text:
+                    raise RuntimeFailure(
+                        f"{self.binary} has no --cdi-spec-dir: put CDI specs in /etc/cdi or "
+                        f"/var/run/cdi, not {', '.join(map(str, extra))}"
+                    )
+                self._global = [f"--cdi-spec-dir={d}" for d in self.cdi_dirs]
+        return self._global
+
+    def _call(
+        self, args: list[str], timeout: int | None = None, global_args: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the engine; the result whatever its exit code. RuntimeFailure when the binary is
+        missing or the call outlives `timeout`."""
+        argv = [self.binary, *(self._global_args() if global_args else []), *args]
+        try:
+            return subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                env=self._env(),
+                timeout=timeout or self.call_timeout,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise RuntimeFailure(f"{self.binary} is not installed") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeFailure(f"{self.binary} {args[0]} took over {exc.timeout:g}s") from exc
+
+    def _ok(self, args: list[str], timeout: int | None = None) -> str:
+        """Run the engine; its stdout, or RuntimeFailure with its last stderr line."""
+        result = self._call(args, timeout)
+        if result.returncode != 0:
+            raise RuntimeFailure(last_line(result.stderr or result.stdout))
+        return result.stdout
+
+    # -- the contract --------------------------------------------------------------------------
+
+    def available(self) -> bool:
+        if shutil.which(self.binary) is None:
+            return False
+        try:
+            return self._call(["version", "--format", "json"], timeout=30).returncode == 0
+        except RuntimeFailure:
+            return False
+
+    def ensure_image(self, ref: str) -> None:
+        if self._call(["image", "exists", ref]).returncode == 0:
+            return
+        if ref.startswith("localhost/"):
+            raise ImageUnavailable(f"image {ref} is not on this host (local builds are not pulled)")
+        pulled = self._call(["pull", "--quiet", ref], timeout=max(self.call_timeout, 1800))
+        if pulled.returncode != 0:
+            reason = last_line(pulled.stderr)
+            raise ImageUnavailable(f"image {ref} is not on this host and its pull failed: {reason}")
+
+    def run(self, spec: ContainerSpec) -> ContainerStatus:
+        existing = self.inspect(spec.name)
+        if existing is not None:
+            return existing
+        self.ensure_image(spec.image)
+        created = self._call(["create", *self.create_args(spec)])
+        if created.returncode != 0:
+            existing = self.inspect(spec.name)  # made meanwhile by another caller
+            if existing is not None:
+                return existing
+            self._forget(spec.name)
+            raise RuntimeFailure(last_line(created.stderr))
+        started = self._call(["start", spec.name])
+        status = self.inspect(spec.name)
+        if status is None:
+            raise RuntimeFailure(f"container {spec.name} vanished as it started")
+        if started.returncode != 0 and not status.error:
+            return replace(status, error=last_line(started.stderr))
+        return status
+
+    def create_args(self, spec: ContainerSpec) -> list[str]:
+        """The `create` arguments for `spec` (writes its keys file when it has ssh_keys)."""
+        args = ["--name", spec.name, "--init"]
+        for key, value in sorted(spec.labels.items()):
+            args += ["--label", f"{key}={value}"]
+        if spec.hostname:
+            args += ["--hostname", spec.hostname]
+        for host, address in sorted(spec.hosts.items()):
+            args += ["--add-host", f"{host}:{address}"]
+        for key, value in sorted(spec.env.items()):
+            args += ["--env", f"{key}={value}"]
+        args += self.device_args(spec.devices)
+        if spec.cpus is not None:
+            args += ["--cpus", f"{spec.cpus:g}"]
+        if spec.memory_mb is not None:
+            args += ["--memory", f"{spec.memory_mb}m"]
+        ports = sorted(set(spec.ports) | ({22} if spec.ssh_keys else set()))
+        for port in ports:
+            args += ["--publish", f"{spec.publish_address}::{port}"]
+        for mount in spec.mounts:
+            if "," in mount.source + mount.target:
+                raise RuntimeFailure(f"mount paths may not contain ',': {mount.source}")
+            kind = "volume" if mount.volume else "bind"
+            ro = ",ro=true" if mount.read_only else ""
+            args += ["--mount", f"type={kind},src={mount.source},dst={mount.target}{ro}"]
+        if spec.read_only_root:
+            args.append("--read-only")
+        if spec.network:
+            args += ["--network", spec.network]
+        if spec.ssh_keys:
+            entrypoint, keys = self._install_ssh(spec.name, spec.ssh_keys)
+            for source, target in ((entrypoint, "entrypoint.sh"), (keys, "authorized_keys")):
+                args += ["--mount", f"type=bind,src={source},dst={INNER_DIR}/{target},ro=true"]
+            args += ["--entrypoint", "/bin/sh"]
+            return [*args, spec.image, f"{INNER_DIR}/entrypoint.sh", spec.command or ""]
+        if spec.command is not None:
+            return [*args, spec.image, "sh", "-c", spec.command]
+        return [*args, spec.image, "sleep", "infinity"]
+
+    def device_args(self, devices: tuple[str, ...]) -> list[str]:
+        """Engine arguments giving exactly these CDI devices."""
+        return [arg for name in devices for arg in ("--device", name)]
+
+    def _install_ssh(self, name: str, keys: str) -> tuple[Path, Path]:
+        """Write the entrypoint (from the package) and `name`'s keys file; their host paths."""
+        self.entrypoint_dir.mkdir(parents=True, exist_ok=True)
+        script = resources.files("cardhour.runtime").joinpath("entrypoint.sh").read_text()
+        entrypoint = self.entrypoint_dir / "entrypoint.sh"
+        if not entrypoint.exists() or entrypoint.read_text() != script:
+            tmp = entrypoint.with_suffix(".tmp")
+            tmp.write_text(script)
+            tmp.chmod(0o755)
+            tmp.replace(entrypoint)
+        keys_file = self._keys_file(name)
+        keys_file.parent.mkdir(exist_ok=True)
+        keys_file.write_text(keys.strip() + "\n")
+        keys_file.chmod(0o644)
+        return entrypoint, keys_file
+
+    def _keys_file(self, name: str) -> Path:
+        return self.entrypoint_dir / "keys" / name
+
+    def _forget(self, name: str) -> None:
+        self._keys_file(name).unlink(missing_ok=True)
+
+    def inspect(self, name: str) -> ContainerStatus | None:
+        result = self._call(["container", "inspect", name])
+        if result.returncode != 0:
+            if _gone(result.stderr):
+                return None
+            raise RuntimeFailure(last_line(result.stderr))
+        data = json.loads(result.stdout)
+        return parse_inspect(data[0]) if data else None
+
+    def list(self, labels: dict[str, str]) -> list[ContainerStatus]:
+        names = self.list_names(labels)
+        if not names:
+            return []
+        result = self._call(["container", "inspect", *names])
+        if result.returncode == 0:
+            return [parse_inspect(item) for item in json.loads(result.stdout)]
+        statuses = (self.inspect(name) for name in names)  # one went meanwhile
+        return [status for status in statuses if status is not None]
+
+    def list_names(self, labels: dict[str, str]) -> builtins.list[str]:
+        """Names of the containers carrying all of `labels`."""
+        filters = [arg for k, v in sorted(labels.items()) for arg in ("--filter", f"label={k}={v}")]
+        out = self._ok(["ps", "--all", "--format", "json", *filters])
+        return sorted(name for item in json.loads(out or "[]") for name in item["Names"])
+
+    def stop(self, name: str, timeout: int = 10) -> None:
+        result = self._call(["stop", "--time", str(timeout), name], timeout=timeout + 60)
+        if result.returncode != 0 and not _gone(result.stderr):
+            raise RuntimeFailure(last_line(result.stderr))
+
+    def remove(self, name: str) -> None:
+        result = self._call(["rm", "--force", "--volumes", "--time", "10", name], timeout=90)
+        if result.returncode != 0 and not _gone(result.stderr):
+            raise RuntimeFailure(last_line(result.stderr))
+        self._forget(name)
+
+    def logs(self, name: str, lines: int = 20) -> str:
+        result = self._call(["logs", "--tail", str(lines), name])
+        if result.returncode != 0:
+            if _gone(result.stderr):
+                return ""
+            raise RuntimeFailure(last_line(result.stderr))
+        return result.stdout + result.stderr
+
+    def exec(self, name: str, argv: builtins.list[str], timeout: int = 60) -> tuple[int, str]:
+        """As the contract; RuntimeFailure when the container is gone or not running, or the
+        command outlives `timeout` (it may still run inside)."""
+        result = self._call(["exec", name, *argv], timeout=timeout)
+        output = result.stdout + result.stderr
+        if self.engine_refused(result):
+            raise RuntimeFailure(last_line(result.stderr))
+        return result.returncode, output
+
+    def engine_refused(self, result: subprocess.CompletedProcess[str]) -> bool:
+        """Whether a failed `exec` is the engine's refusal (gone, not running), not the
+        command's own exit: podman exits 125 or 255 with its `Error: ` line last."""
+        lines = result.stderr.strip().splitlines()
+        return result.returncode in (125, 255) and bool(lines) and lines[-1].startswith("Error: ")
+
+
+def parse_inspect(item: dict[str, Any]) -> ContainerStatus:
+    """A `ContainerStatus` from one object of `podman/docker container inspect`."""
+    state = item.get("State") or {}
+    status = str(state.get("Status", "")).lower()
+    ports: dict[int, int] = {}
+    for key, bindings in ((item.get("NetworkSettings") or {}).get("Ports") or {}).items():
+        port, _, proto = key.partition("/")
+        for binding in bindings or []:
+            if proto in ("tcp", "") and str(binding.get("HostPort") or "").isdigit():
+                ports[int(port)] = int(binding["HostPort"])
+    started = state.get("StartedAt") or None
+    exited = status not in _STATES
+    return ContainerStatus(
+        name=str(item.get("Name", "")).lstrip("/"),
+        state=_STATES.get(status, ContainerState.EXITED),
+        labels=dict((item.get("Config") or {}).get("Labels") or {}),
+        exit_code=int(state.get("ExitCode", 0)) if exited else None,
+        ports=ports,
+        started_at=None if not started or started.startswith(_NOT_STARTED) else started,
+        error=str(state.get("Error") or ""),
+    )

@@ -1,0 +1,157 @@
+"""The hosts backend's view of the database (`backends.hosts.HostsBackend` is given one): the
+hosts that joined, the containers wanted on them and what their agents reported. Each method
+is one short transaction; the backend calls them from the reconcilers with none open.
+
+A host is lost when its agent has not reported for `heartbeat_timeout` (or it was removed):
+it leaves the inventory (its node becomes unschedulable), `lost` names it, and its containers
+count as gone (an agent that comes back removes what is no longer wanted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cardhour.core.clock import Clock, as_utc
+from cardhour.core.hosts import PENDING, ContainerInfo, HostInfo
+from cardhour.db.engine import transaction
+from cardhour.db.models import HostContainerRow, HostRow
+from cardhour.store.hosts import hosts as store
+
+
+def fingerprint(spec: dict[str, Any]) -> str:
+    """What makes a container a different one: everything in its spec but the fields that can
+    change under a running container (its attempt, its cluster's `/etc/hosts`)."""
+    kept = {k: v for k, v in spec.items() if k not in ("attempt", "hosts", "fingerprint")}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class HostBook:
+    def __init__(
+        self, sessions: sessionmaker[Session], clock: Clock, heartbeat_timeout: timedelta
+    ) -> None:
+        self.sessions, self.clock, self.timeout = sessions, clock, heartbeat_timeout
+
+    def lost_reason(self, row: HostRow, now: datetime) -> str | None:
+        if row.removed_at is not None:
+            return "host removed by the operator"
+        if row.last_seen_at is None or now - as_utc(row.last_seen_at) > self.timeout:
+            return f"no heartbeat from its agent for over {self.timeout.total_seconds():.0f} s"
+        return None
+
+    def _info(self, row: HostRow, now: datetime) -> HostInfo:
+        return HostInfo(
+            row.name,
+            row.data_centre,
+            row.ib_leaf,
+            row.ib_spine,
+            row.address,
+            json.loads(row.inventory) if row.inventory else {},
+            row.standin,
+            self.lost_reason(row, now),
+        )
+
+    def hosts(self) -> list[HostInfo]:
+        """Every joined host, lost ones included (`lost` says why)."""
+        now = self.clock.now()
+        with transaction(self.sessions) as session:
+            return [self._info(r, now) for r in store.list_hosts(session, joined_only=True)]
+
+    def want(self, workload: str, attempt: int, specs: dict[str, dict[str, Any]]) -> None:
+        """`workload` runs on exactly the hosts of `specs` (host name → container spec):
+        containers on other hosts are no longer wanted. A host whose container keeps its
+        fingerprint keeps it running. A call for an older attempt than recorded is ignored."""
+        with transaction(self.sessions) as session:
+            rows = {r.host_id: r for r in store.containers_of_workload(session, workload, True)}
+            if any(r.attempt > attempt for r in rows.values()):
+                return
+            query = select(HostRow.name, HostRow.id).where(HostRow.name.in_(list(specs)))
+            ids: dict[str, str] = dict(session.execute(query).all())
+            now, touched = self.clock.now(), set()
+            for name, spec in specs.items():
+                host_id = ids[name]
+                full = {**spec, "workload": workload, "attempt": attempt}
+                full["fingerprint"] = fingerprint(full)
+                text = json.dumps(full, sort_keys=True)
+                row = rows.get(host_id)
+                if row is None:
+                    session.add(
+                        HostContainerRow(
+                            host_id=host_id,
+                            workload=workload,
+                            attempt=attempt,
+                            spec=text,
+                            wanted=True,
+                            state=PENDING,
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
+                    touched.add(host_id)
+                elif not row.wanted or row.spec != text:
+                    row.spec, row.wanted, row.attempt, row.updated_at = text, True, attempt, now
+                    touched.add(host_id)
+            for host_id, row in rows.items():
+                if host_id not in ids.values() and row.wanted:
+                    row.wanted, row.updated_at = False, now
+                    touched.add(host_id)
+            store.bump_versions(session, touched)
+
+    def unwant(self, workload: str) -> None:
+        """No container of `workload` is wanted anywhere any more. Idempotent."""
+        with transaction(self.sessions) as session:
+            touched = set()
+            for row in store.containers_of_workload(session, workload, lock=True):
+                if row.wanted:
+                    row.wanted, row.updated_at = False, self.clock.now()
+                    touched.add(row.host_id)
+            store.bump_versions(session, touched)
+
+    def containers(self, workload: str) -> list[ContainerInfo]:
+        """The workload's containers on hosts that are not lost, wanted or still reported."""
+        now = self.clock.now()
+        with transaction(self.sessions) as session:
+            rows = store.containers_of_workload(session, workload)
+            hosts = {h.id: h for h in store.list_hosts(session) if rows}
+            found = []
+            for row in rows:
+                host = hosts.get(row.host_id)
+                if host is None or self.lost_reason(host, now) is not None:
+                    continue
+                found.append(
+                    ContainerInfo(
+                        host.name,
+                        row.attempt,
+                        row.wanted,
+                        row.state,
+                        json.loads(row.spec),
+                        json.loads(row.report) if row.report else {},
+                    )
+                )
+            return found
+
+    def lost_hosts_of(self, workload: str) -> dict[str, str]:
+        """Hosts the workload is wanted on that are lost (host name → why)."""
+        now = self.clock.now()
+        with transaction(self.sessions) as session:
+            rows = [r for r in store.containers_of_workload(session, workload) if r.wanted]
+            if not rows:
+                return {}
+            hosts = {
+                h.id: h
+                for h in session.scalars(
+                    select(HostRow).where(HostRow.id.in_([r.host_id for r in rows]))
+                )
+            }
+            lost = {}
+            for row in rows:
+                host = hosts[row.host_id]
+                why = self.lost_reason(host, now)
+                if why is not None:
+                    lost[host.name] = why
+            return lost

@@ -1,0 +1,89 @@
+"""An agent's heartbeat: it reports the host's inventory and its containers, and gets back the
+containers wanted on it (with the version of that list, which an agent waiting for work
+watches).
+
+Report contract: `containers` lists every container the agent holds for cardhour (running or
+not); one it does not list has none on the host. A container no longer wanted and no longer
+listed is forgotten. Reports are idempotent: the same report twice changes nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from cardhour.core.errors import InvalidInput
+from cardhour.core.hosts import PENDING, STATES
+from cardhour.db.models import HostRow
+from cardhour.store.hosts import hosts as store
+
+MAX_REPORT_TEXT = 64_000  # per probe / log field: a report is not a log shipper
+
+
+@dataclass(frozen=True)
+class ContainerReport:
+    workload: str
+    state: str
+    detail: dict[str, Any]  # ports, exit_code, error, logs, probes: as the agent sent them
+
+
+@dataclass(frozen=True)
+class Desired:
+    version: int
+    containers: list[dict[str, Any]]  # each a container spec (`backends.hosts` writes them)
+
+
+def record(
+    session: Session,
+    host: HostRow,
+    now: datetime,
+    containers: list[ContainerReport],
+    inventory: dict[str, Any] | None = None,
+    address: str | None = None,
+    runtime: str | None = None,
+    standin: bool | None = None,
+) -> Desired:
+    """Apply one report to `host` and return what is wanted on it."""
+    for report in containers:
+        if report.state not in STATES:
+            raise InvalidInput(f"container state {report.state!r}; one of {', '.join(STATES)}")
+        for value in report.detail.values():
+            if isinstance(value, str) and len(value) > MAX_REPORT_TEXT:
+                raise InvalidInput(f"report of {report.workload} too long")
+    host.last_seen_at = now
+    if inventory is not None:
+        text = json.dumps(inventory, sort_keys=True)
+        if host.inventory != text:
+            host.inventory = text
+    if address is not None:
+        host.address = address
+    if runtime is not None:
+        host.runtime = runtime
+    if standin is not None:
+        host.standin = standin
+    reported = {r.workload: r for r in containers}
+    for row in store.containers_of_host(session, host.id):
+        found = reported.get(row.workload)
+        if found is None and not row.wanted:
+            store.delete_container(session, host.id, row.workload)
+            continue
+        state = found.state if found is not None else PENDING
+        detail = json.dumps(found.detail, sort_keys=True) if found is not None else None
+        if (row.state, row.report) != (state, detail):
+            row.state, row.report, row.updated_at = state, detail, now
+    session.flush()
+    return desired(session, host)
+
+
+def desired(session: Session, host: HostRow) -> Desired:
+    rows = store.containers_of_host(session, host.id)
+    return Desired(host.desired_version, [json.loads(r.spec) for r in rows if r.wanted])
+
+
+def versions(session: Session, host_ids: list[str]) -> dict[str, int]:
+    """The desired-list version of each host (what a waiting agent compares)."""
+    return store.versions(session, host_ids)

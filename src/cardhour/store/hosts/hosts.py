@@ -1,0 +1,85 @@
+"""Queries on hosts and their containers. Flushes only; the caller's transaction commits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from cardhour.db.models import HostContainerRow, HostRow
+
+
+def get_by_name(session: Session, name: str, lock: bool = False) -> HostRow | None:
+    query = select(HostRow).where(HostRow.name == name)
+    return session.scalars(query.with_for_update() if lock else query).first()
+
+
+def get_by_token(session: Session, token_hash: str) -> HostRow | None:
+    query = select(HostRow).where(HostRow.token_hash == token_hash).with_for_update()
+    return session.scalars(query).first()
+
+
+def get_by_credential(session: Session, credential_hash: str) -> HostRow | None:
+    query = select(HostRow).where(HostRow.credential_hash == credential_hash)
+    return session.scalars(query).first()
+
+
+def list_hosts(session: Session, joined_only: bool = False) -> list[HostRow]:
+    query = select(HostRow).where(HostRow.removed_at.is_(None))
+    if joined_only:
+        query = query.where(HostRow.joined_at.is_not(None))
+    return list(session.scalars(query.order_by(HostRow.name)))
+
+
+def names_by_id(session: Session) -> dict[str, str]:
+    return dict(session.execute(select(HostRow.id, HostRow.name)).all())
+
+
+def versions(session: Session, host_ids: Iterable[str]) -> dict[str, int]:
+    ids = list(host_ids)
+    if not ids:
+        return {}
+    query = select(HostRow.id, HostRow.desired_version).where(HostRow.id.in_(ids))
+    return dict(session.execute(query).all())
+
+
+def bump_versions(session: Session, host_ids: Iterable[str]) -> None:
+    ids = sorted(set(host_ids))
+    if ids:
+        session.execute(
+            update(HostRow)
+            .where(HostRow.id.in_(ids))
+            .values(desired_version=HostRow.desired_version + 1)
+        )
+
+
+def containers_of_host(session: Session, host_id: str) -> list[HostContainerRow]:
+    query = select(HostContainerRow).where(HostContainerRow.host_id == host_id)
+    return list(session.scalars(query.order_by(HostContainerRow.workload)))
+
+
+def containers_of_workload(
+    session: Session, workload: str, lock: bool = False
+) -> list[HostContainerRow]:
+    query = select(HostContainerRow).where(HostContainerRow.workload == workload)
+    query = query.order_by(HostContainerRow.host_id)
+    return list(session.scalars(query.with_for_update() if lock else query))
+
+
+def container_counts(session: Session) -> dict[str, int]:
+    """Wanted containers per host id."""
+    query = (
+        select(HostContainerRow.host_id, func.count())
+        .where(HostContainerRow.wanted.is_(True))
+        .group_by(HostContainerRow.host_id)
+    )
+    return dict(session.execute(query).all())
+
+
+def delete_container(session: Session, host_id: str, workload: str) -> None:
+    session.execute(
+        delete(HostContainerRow).where(
+            HostContainerRow.host_id == host_id, HostContainerRow.workload == workload
+        )
+    )

@@ -1,0 +1,129 @@
+"""The hosts backend through the API, the agents spoken by hand: a launch becomes a wanted
+container with exactly the placed GPUs, runs once its agent reports it (billed from then), a
+failed container fails the instance with the agent's reason and no charge, stop and down
+take the container away, and a lost host's instance is placed again on another host."""
+
+from __future__ import annotations
+
+from tests.api.hosts.conftest import LOST_AFTER, HostsApi
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl t@x"
+
+
+def _launch(api: HostsApi, headers: dict[str, str], **body: object) -> dict[str, object]:
+    r = api.client.post(
+        "/api/v1/instances",
+        headers=headers,
+        json={"gpu": "H100", "count": 2, "ssh_key": KEY, **body},
+    )
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+def _get(api: HostsApi, headers: dict[str, str], ident: object) -> dict[str, object]:
+    r = api.client.get(f"/api/v1/instances/{ident}", headers=headers)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def test_a_launch_runs_as_a_container_on_its_host(hosts_api: HostsApi) -> None:
+    api = hosts_api
+    agent = api.enrol("box", address="10.9.9.9")
+    api.settle()
+    user = api.signup()
+    made = _launch(
+        api, user, name="job", ports=[8888], env={"A": "1"}, command="python3 -m http.server 8888"
+    )
+    api.settle()
+    assert _get(api, user, made["id"])["status"] == "provisioning"
+    wanted = agent.report()["containers"]
+    assert len(wanted) == 1
+    spec = wanted[0]
+    assert spec["workload"].startswith("ch-")
+    assert len(spec["gpus"]) == 2
+    assert all(g["uuid"] == f"GPU-box-{g['index']}" for g in spec["gpus"])
+    assert spec["image"] == "localhost/cardhour/pytorch-2.3-cuda12.3:latest"
+    assert spec["command"] == "python3 -m http.server 8888"
+    assert spec["env"] == {"A": "1"}
+    assert spec["ports"] == [8888]
+    assert KEY in spec["ssh_keys"]
+    assert (spec["cpus"], spec["memory_mb"]) == (16, 128 * 1024)  # a quarter of the host
+    assert spec["hostname"] == "job"
+    balance_before = api.client.get("/api/v1/balance", headers=user).json()
+    api.clock.advance(5)  # booting is not billed
+    agent.run_all(ssh_port=40022, p8888=41888)
+    api.settle()
+    shown = _get(api, user, made["id"])
+    assert shown["status"] == "running", shown
+    assert shown["ssh"] == {"host": "10.9.9.9", "port": 40022, "user": "root"}
+    assert shown["published"] == {"8888": "10.9.9.9:41888"}
+    connection = shown["connection"]
+    assert isinstance(connection, dict)
+    assert connection["standin_gpus"] is True
+    stages = {s["name"]: s["outcome"] for s in shown["stages"]}  # type: ignore[attr-defined]
+    assert stages["keys_injected"] == "ok"
+    assert stages["topology_detected"] == "ok"
+    assert stages["nccl_gate"] == "ok"
+    assert balance_before == api.client.get("/api/v1/balance", headers=user).json()
+    # stop: the container is no longer wanted; once the agent reports it gone, stopped
+    r = api.client.post(f"/api/v1/instances/{made['id']}/stop", headers=user)
+    assert r.status_code == 200, r.text
+    api.settle()
+    assert agent.report()["containers"] == []
+    api.settle()
+    assert _get(api, user, made["id"])["status"] == "stopped"
+
+
+def test_a_container_that_cannot_start_fails_the_instance_unbilled(hosts_api: HostsApi) -> None:
+    api = hosts_api
+    agent = api.enrol("box")
+    api.settle()
+    user = api.signup()
+    before = api.client.get("/api/v1/balance", headers=user).json()
+    made = _launch(api, user)
+    api.settle()
+    spec = agent.report()["containers"][0]
+    agent.report(
+        [
+            {
+                "workload": spec["workload"],
+                "state": "exited",
+                "exit_code": 1,
+                "logs": "starting\nfatal: no CUDA device\n",
+            }
+        ]
+    )
+    api.settle()
+    shown = _get(api, user, made["id"])
+    assert shown["status"] == "failed"
+    assert "exited (code 1)" in str(shown["status_reason"])
+    assert "fatal: no CUDA device" in str(shown["status_reason"])
+    api.settle()
+    assert agent.report()["containers"] == []
+    assert api.client.get("/api/v1/balance", headers=user).json() == before
+
+
+def test_a_lost_host_s_instance_runs_again_on_another_host(hosts_api: HostsApi) -> None:
+    api = hosts_api
+    first = api.enrol("first")
+    api.settle()
+    user = api.signup()
+    made = _launch(api, user)
+    api.settle()
+    first.run_all()
+    api.settle()
+    assert _get(api, user, made["id"])["status"] == "running"
+    second = api.enrol("second")
+    api.settle()
+    # `first` falls silent; `second` keeps reporting
+    for _ in range(LOST_AFTER // 10 + 1):
+        api.clock.advance(10)
+        second.report()
+        api.settle()
+    shown = _get(api, user, made["id"])
+    assert shown["status"] == "provisioning", shown
+    assert second.run_all()
+    api.settle()
+    shown = _get(api, user, made["id"])
+    assert shown["status"] == "running"
+    assert shown["nodes"] == ["second"]
