@@ -30,7 +30,7 @@ from tests.console.browser import live_server
 from tests.runtime.conftest import CONF, runtime  # noqa: F401 - the images, built once
 
 HEARTBEAT, LOST_AFTER = 1, 4
-AGENT = [sys.executable, "-m", "cardhour.cli.main", "agent"]
+AGENT = [str(Path(sys.executable).with_name("cardhour")), "agent"]
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
@@ -95,7 +95,10 @@ class Hosts:
     def join(self, short: str, address: str, gpus: str = "H100:8") -> None:
         """Enrol host `short`, start its agent, wait until its GPUs are for sale."""
         self.start_agent(short, address, gpus, self.enrol(short))
-        wait_for(lambda: self.host(short).get("state") == "ready" and self.node(short), 30, "join")
+        try:
+            wait_for(lambda: self.host(short).get("state") == "ready" and self.node(short), 30)
+        except AssertionError:
+            raise AssertionError(f"host {short} did not join: {self.host(short)}\n{self.log(short)}")
 
     def kill(self, short: str, sig: int = signal.SIGKILL) -> None:
         proc = self.agents.pop(short)

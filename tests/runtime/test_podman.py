@@ -21,7 +21,7 @@ from cardhour.runtime.base import (
 from cardhour.runtime.cdi import write_standin_spec
 from cardhour.runtime.detect import detect
 from cardhour.runtime.docker import DockerRuntime
-from cardhour.runtime.podman import PodmanRuntime
+from cardhour.runtime.podman import PodmanRuntime, process_argv
 
 from .conftest import BASE, CRASH, GPUS, PYTORCH, wait_for
 
@@ -229,9 +229,13 @@ def test_published_port_answers_on_the_reported_host_port(
     assert fetch() == runtime.exec(name, ["cat", "/etc/hostname"])[1]  # served from inside
 
 
-def test_crash_image_exits_and_its_logs_say_why(runtime: PodmanRuntime, names: Names) -> None:
+@pytest.mark.parametrize("ssh", [False, True], ids=["plain", "behind-the-ssh-entrypoint"])
+def test_crash_image_exits_and_its_logs_say_why(
+    runtime: PodmanRuntime, names: Names, ssh: bool
+) -> None:
     name = names()
-    runtime.run(ContainerSpec(name=name, image=CRASH))
+    keys = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK5f renter" if ssh else None
+    runtime.run(ContainerSpec(name=name, image=CRASH, ssh_keys=keys))
     wait_for(lambda: getattr(runtime.inspect(name), "exit_code", None) is not None)
     status = runtime.inspect(name)
     assert status is not None
@@ -272,3 +276,20 @@ def test_cdi_dirs_outside_the_defaults_need_a_podman_that_takes_them(
     name = names()
     custom.run(ContainerSpec(name=name, image=BASE, devices=(f"{kind}=1",)))
     assert custom.exec(name, ["sh", "-c", "ls /dev/nvidia*"]) == (0, "/dev/nvidia1\n")
+
+
+def test_the_process_is_the_images_entrypoint_then_the_command_or_its_cmd() -> None:
+    wrapper = ["/opt/nvidia/nvidia_entrypoint.sh"]
+    assert process_argv([], ["bash"], None) == ["sleep", "infinity"]
+    assert process_argv([], ["/bin/sh", "-l"], None) == ["sleep", "infinity"]
+    assert process_argv([], [], None) == ["sleep", "infinity"]
+    assert process_argv(wrapper, [], None) == [*wrapper, "sleep", "infinity"]
+    assert process_argv([], ["jupyter", "lab"], None) == ["jupyter", "lab"]
+    assert process_argv([], ["bash", "-c", "serve"], None) == ["bash", "-c", "serve"]
+    assert process_argv(wrapper, ["bash"], "python3 train.py") == [
+        *wrapper,
+        "sh",
+        "-c",
+        "python3 train.py",
+    ]
+

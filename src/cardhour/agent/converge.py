@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,18 +147,21 @@ class Converger:
     ) -> dict[str, Any] | None:
         """What the readiness gate reads from inside the container, once per start: the keys
         sshd holds, and on real GPUs the node's all-reduce (nccl-tests). None while the
-        container is not ready to answer yet."""
+        container is not ready to answer yet: keys not installed, or sshd not greeting on the
+        published port (a renter told "running" can log in at once)."""
         started = str(status.started_at)
         cached = self.probes.get(name)
         if cached is not None and cached[0] == started:
             return cached[1]
         probes: dict[str, Any] = {"authorized_keys": ""}
         if spec.get("ssh_keys"):
-            code, out = self.runtime.exec(name, ["cat", "/root/.ssh/authorized_keys"], 30)
-            if code != 0:
-                code, out = self.runtime.exec(name, ["cat", "/run/cardhour/authorized_keys"], 30)
-            if code != 0:
-                return None  # the entrypoint has not installed them yet
+            out = self._read_first(
+                name, "/root/.ssh/authorized_keys", "/run/cardhour/authorized_keys"
+            )
+            if out is None:
+                return None  # the entrypoint has not installed them yet (or the process ended)
+            if 22 in status.ports and not ssh_greets(self.address, status.ports[22]):
+                return None
             probes["authorized_keys"] = out
         gpus = len(spec.get("gpus", []))
         if self.real_gpus and gpus >= 2:
@@ -165,9 +169,31 @@ class Converger:
         self.probes[name] = (started, probes)
         return probes
 
+    def _read_first(self, name: str, *paths: str) -> str | None:
+        """The first of `paths` that can be read inside container `name`; None when none can
+        (or the container stopped meanwhile: the next pass reports it as exited)."""
+        for path in paths:
+            try:
+                code, out = self.runtime.exec(name, ["cat", path], 30)
+            except RuntimeFailure:
+                return None
+            if code == 0:
+                return out
+        return None
+
     def _all_reduce(self, name: str, gpus: int) -> str:
         argv = ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", str(gpus)]
         code, out = self.runtime.exec(name, argv, 600)
         if code != 0 and shutil.which("all_reduce_perf") is None:
             return f"all_reduce_perf could not run in the container (exit {code}): {out[-500:]}"
         return out
+
+
+def ssh_greets(address: str, port: int, timeout: float = 2.0) -> bool:
+    """Whether an SSH server answers at address:port (its `SSH-` version line)."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            return conn.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False

@@ -53,9 +53,11 @@ class Agent:
 
     # -- joining ----------------------------------------------------------------------------
 
-    def credential(self) -> Credential:
+    def credential(self, stop: threading.Event | None = None) -> Credential:
         """The saved credential, or a new one traded for the join token (then saved). A saved
-        credential for another server is not reused. InvalidInput when there is neither."""
+        credential for another server is not reused. InvalidInput when there is neither; Revoked
+        when the control plane refuses the token. While the control plane cannot be reached (or
+        answers 5xx) the join is retried with a backoff until `stop` is set."""
         if self.path.exists():
             saved = Credential(**json.loads(self.path.read_text()))
             if saved.server == self.settings.server and not self.settings.token:
@@ -65,8 +67,21 @@ class Agent:
                 "this host has not joined: run `cardhour admin hosts add NAME --dc DC` on the "
                 "control plane and pass the token it prints (--token)"
             )
+        stop = stop or threading.Event()
+        failures = 0
         with AgentChannel(self.settings.server) as channel:
-            joined = channel.join(self.settings.token)
+            while True:
+                try:
+                    joined = channel.join(self.settings.token)
+                    break
+                except ApiError as exc:
+                    if 400 <= exc.status < 500:
+                        raise Revoked(exc.message) from exc
+                    pause = _backoff(failures)
+                    failures += 1
+                    log.warning("join failed (%s); again in %s s", exc.message, pause)
+                    if stop.wait(pause):
+                        raise
         saved = Credential(self.settings.server, joined.host, joined.credential)
         self.settings.state_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
@@ -110,7 +125,7 @@ class Agent:
         """Report and converge until `stop` is set. Revoked when the control plane refuses the
         credential; other errors are logged and retried with a backoff."""
         stop = stop or threading.Event()
-        me = self.credential()
+        me = self.credential(stop)
         runtime = self._runtime()
         found = self._inventory(me.host)
         s = self.settings
@@ -138,7 +153,7 @@ class Agent:
                 except ApiError as exc:
                     if exc.status in (401, 403):
                         raise Revoked(exc.message) from exc
-                    pause = BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
+                    pause = _backoff(failures)
                     failures += 1
                     log.warning("report failed (%s); again in %s s", exc.message, pause)
                     stop.wait(pause)
@@ -146,9 +161,17 @@ class Agent:
                 failures = 0
                 sent_inventory = found.report
                 version, heartbeat = answer.version, float(answer.heartbeat_seconds)
-                reports, settled = converger.step(answer.containers)
+                try:
+                    reports, settled = converger.step(answer.containers)
+                except Exception:  # noqa: BLE001 - the agent outlives an engine hiccup
+                    log.exception("converging failed; again in %s s", s.poll_seconds)
+                    settled = False
                 if not settled:
                     stop.wait(s.poll_seconds)
+
+
+def _backoff(failures: int) -> int:
+    return BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
 
 
 def forget(state_dir: Path) -> None:

@@ -45,8 +45,9 @@ class ContainerSpec:
     test machines), exactly the GPUs placed. `ssh_keys`: when set, the container runs sshd on
     port 22 with exactly these keys (key login only), published on `publish_address`.
     `ports`: container ports published on `publish_address` at free host ports. `command`:
-    the renter's command (`sh -c`); none: the container idles until stopped. `hosts`: extra
-    `/etc/hosts` entries (a cluster's nodes).
+    the renter's command (`sh -c`, after the image's ENTRYPOINT); none: the image's own CMD,
+    or idle until stopped when that is empty or a bare shell (`podman.process_argv`). `hosts`:
+    extra `/etc/hosts` entries (a cluster's nodes).
     """
 
     name: str

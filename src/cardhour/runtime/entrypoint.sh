@@ -1,38 +1,35 @@
 #!/bin/sh
 # cardhour's entrypoint for containers with SSH (installed and mounted read-only by the runtime,
-# cardhour/runtime/podman.py). Usage: entrypoint.sh [COMMAND]
+# cardhour/runtime/podman.py). Usage: entrypoint.sh [ARGV...]
 # - installs /.cardhour/authorized_keys as root's only keys (/root/.ssh/authorized_keys, 0600);
 # - makes host keys when the image has none (per container: images carry no host keys);
 # - starts sshd in the background (key login only) when the image has /usr/sbin/sshd;
-# - then runs `sh -c COMMAND`, or waits until stopped (PID 1 is podman's init: SIGTERM works).
+# - then execs ARGV (the runtime's `process_argv`), or waits until stopped when there is none
+#   (PID 1 is podman's init: SIGTERM works).
 # With a read-only root filesystem the keys go under /run (a tmpfs) instead.
 keys=/.cardhour/authorized_keys
 if [ -x /usr/sbin/sshd ]; then
-  set -- "${1:-}" -o PasswordAuthentication=no -o PermitRootLogin=prohibit-password
+  options="-o PasswordAuthentication=no -o PermitRootLogin=prohibit-password"
   if mkdir -p /root/.ssh 2>/dev/null && cp "$keys" /root/.ssh/authorized_keys 2>/dev/null; then
     chmod 700 /root/.ssh && chmod 600 /root/.ssh/authorized_keys
   else
     mkdir -p /run/cardhour && cp "$keys" /run/cardhour/authorized_keys
     chmod 600 /run/cardhour/authorized_keys
-    set -- "$@" -o AuthorizedKeysFile=/run/cardhour/authorized_keys
+    options="$options -o AuthorizedKeysFile=/run/cardhour/authorized_keys"
   fi
   if ! ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1; then
     ssh-keygen -A >/dev/null 2>&1  # exits 0 even when /etc/ssh is read-only: look again
     if ! ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1; then
       mkdir -p /run/cardhour
       ssh-keygen -q -t ed25519 -N "" -f /run/cardhour/ssh_host_ed25519_key
-      set -- "$@" -h /run/cardhour/ssh_host_ed25519_key
+      options="$options -h /run/cardhour/ssh_host_ed25519_key"
     fi
   fi
   mkdir -p /run/sshd
-  command=$1
-  shift
-  /usr/sbin/sshd -D -e "$@" &
-  set -- "$command"
+  # shellcheck disable=SC2086 # the options are words without spaces
+  /usr/sbin/sshd -D -e $options &
 else
   echo "cardhour: this image has no /usr/sbin/sshd: SSH is not available in this container" >&2
 fi
-if [ -n "${1:-}" ]; then
-  exec sh -c "$1"
-fi
-exec sleep infinity
+[ $# -gt 0 ] || set -- sleep infinity
+exec "$@"

@@ -6,10 +6,10 @@ How a `ContainerSpec` becomes `podman create` + `podman start` (docs/dev/runtime
   `--mount`s, `--read-only`, `--network`;
 - each port and, with `ssh_keys`, 22 published as `-p <publish_address>::<port>`: podman picks
   a free host port, `inspect` reports it;
-- with `ssh_keys` the entrypoint is `entrypoint.sh` (installed into `entrypoint_dir` and mounted
-  read-only with a file of the keys at `/.cardhour/`): it starts sshd, then the command;
-- without: `sh -c <command>`, or `sleep infinity` when there is none (the image's entrypoint,
-  if any, is kept and gets these as arguments).
+- what runs is `process_argv`: the image's ENTRYPOINT, then `sh -c <command>`, or the image's
+  CMD when there is no command, or `sleep infinity` when that CMD is empty or a bare shell;
+- with `ssh_keys` that process runs behind `entrypoint.sh` (installed into `entrypoint_dir` and
+  mounted read-only with a file of the keys at `/.cardhour/`), which starts sshd first.
 
 Image refs under `localhost/` are local builds: they are never pulled (a pull would retry a
 registry at https://localhost for 3 s). Every podman call gets `CONTAINERS_CONF=conf` when set.
@@ -51,6 +51,29 @@ _STATES = {
 }
 _NOT_STARTED = "0001-01-01"  # Go's zero time: never started
 _BOILERPLATE = re.compile(r'unable to start container "[0-9a-f]+": |initializing source \S+: ')
+
+
+#: a CMD that is only one of these (with options) exits at once without a terminal
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash"})
+
+
+def process_argv(entrypoint: list[str], cmd: list[str], command: str | None) -> list[str]:
+    """The container's process: the image's `entrypoint` followed by `sh -c <command>`; with no
+    command, by the image's `cmd`, unless that is empty or a bare shell (`bash`, `/bin/sh -l`:
+    it would exit at once with no terminal), then by `sleep infinity`: the container idles
+    until stopped. So a service image (a notebook, an inference server) runs its service, a
+    base image (CMD bash) idles for SSH, and an image's ENTRYPOINT wrapper always runs."""
+    if command is not None:
+        tail = ["sh", "-c", command]
+    elif cmd and not _bare_shell(cmd):
+        tail = cmd
+    else:
+        tail = ["sleep", "infinity"]
+    return [*entrypoint, *tail]
+
+
+def _bare_shell(argv: list[str]) -> bool:
+    return argv[0].rsplit("/", 1)[-1] in _SHELLS and all(a.startswith("-") for a in argv[1:])
 
 
 def last_line(text: str, limit: int = 300) -> str:
@@ -210,15 +233,19 @@ class PodmanRuntime(ContainerRuntime):
             args.append("--read-only")
         if spec.network:
             args += ["--network", spec.network]
+        argv = process_argv(*self.image_process(spec.image), spec.command)
         if spec.ssh_keys:
             entrypoint, keys = self._install_ssh(spec.name, spec.ssh_keys)
             for source, target in ((entrypoint, "entrypoint.sh"), (keys, "authorized_keys")):
                 args += ["--mount", f"type=bind,src={source},dst={INNER_DIR}/{target},ro=true"]
-            args += ["--entrypoint", "/bin/sh"]
-            return [*args, spec.image, f"{INNER_DIR}/entrypoint.sh", spec.command or ""]
-        if spec.command is not None:
-            return [*args, spec.image, "sh", "-c", spec.command]
-        return [*args, spec.image, "sleep", "infinity"]
+            argv = ["/bin/sh", f"{INNER_DIR}/entrypoint.sh", *argv]
+        return [*args, "--entrypoint", argv[0], spec.image, *argv[1:]]
+
+    def image_process(self, ref: str) -> tuple[list[str], list[str]]:
+        """The ENTRYPOINT and CMD image `ref` declares (empty lists when it declares none)."""
+        out = self._ok(["image", "inspect", "--format", "{{json .Config}}", ref])
+        config = json.loads(out) or {}
+        return list(config.get("Entrypoint") or []), list(config.get("Cmd") or [])
 
     def device_args(self, devices: tuple[str, ...]) -> list[str]:
         """Engine arguments giving exactly these CDI devices."""

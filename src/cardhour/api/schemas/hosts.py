@@ -66,8 +66,10 @@ class ContainerReportIn(_Strict):
     exit_code: int | None = None
     error: str = ""
     logs: str = ""
-    probes: dict[str, str | None] = Field(
-        default={}, description="authorized_keys, all_reduce: what the container printed."
+    probes: dict[str, str | None] | None = Field(
+        default=None,
+        description="authorized_keys, all_reduce: what the container printed; absent until "
+        "the container is ready to answer (keys installed, sshd greeting).",
     )
     peers: int | None = Field(default=None, description="The `hosts` version applied inside.")
 

@@ -5,14 +5,16 @@ Nothing here talks to a host: every call reads or writes the host directory (the
 `services.hosts.book`), and each agent long-polls its own wanted containers. So `launch` and
 `terminate` return at once, and `poll` reads the agents' last reports:
 
-- `running` once every node's container runs and reported its probes (the keys it holds);
+- `running` once every node's container runs and reported its probes (the keys it holds, sshd
+  greeting on the published port);
   the connection then gives ssh (the head's address and published port) and every published
   port as `host:port`;
-- `failed` when a container could not start or exited (the agent's reason and last log lines);
+- `failed` when a container could not start or exited (the agent's reason and last log lines),
+  or a host it was placed on stopped reporting (`lost_after_seconds`);
 - `gone` once no container of the name is wanted or reported on a live host.
 
 Stand-in hosts (test machines: fake GPUs, `standin` in their report) cannot run NCCL: their
-all-reduce output is the modelled one of `backends.sim.reports`, flagged in the connection.
+all-reduce output is the modelled one of `core.readiness.modelled`, flagged in the connection.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class HostsBackend(Backend, Probing):
         live = self._live()
         missing = sorted(n for n in spec.gpus_by_node if n not in live)
         if missing:
+            if any(c.wanted for c in self.directory.containers(spec.external_name)):
+                return  # placed already: `poll` tells the host is lost
             raise BackendError(f"hosts not reporting: {', '.join(missing)}")
         image = self.catalog.image_ref(spec.image)
         addresses = {n: live[n][0].address or n for n in spec.gpus_by_node}

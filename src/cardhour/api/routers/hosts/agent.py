@@ -52,7 +52,7 @@ def _record(ctx: Ctx, body: schemas.AgentReport) -> tuple[str, reports.Desired]:
         host = enrolment.authenticate(session, ctx.api_key, body.host)
         containers = [
             reports.ContainerReport(
-                c.workload, c.state, c.model_dump(exclude={"workload", "state"})
+                c.workload, c.state, c.model_dump(exclude={"workload", "state"}, exclude_none=True)
             )
             for c in body.containers
         ]
