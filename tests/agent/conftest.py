@@ -97,8 +97,9 @@ class Hosts:
         self.start_agent(short, address, gpus, self.enrol(short))
         try:
             wait_for(lambda: self.host(short).get("state") == "ready" and self.node(short), 30)
-        except AssertionError:
-            raise AssertionError(f"host {short} did not join: {self.host(short)}\n{self.log(short)}")
+        except AssertionError as exc:
+            said = f"{self.host(short)}\n{self.log(short)}"
+            raise AssertionError(f"host {short} did not join: {said}") from exc
 
     def kill(self, short: str, sig: int = signal.SIGKILL) -> None:
         proc = self.agents.pop(short)

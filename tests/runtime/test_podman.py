@@ -292,4 +292,3 @@ def test_the_process_is_the_images_entrypoint_then_the_command_or_its_cmd() -> N
         "-c",
         "python3 train.py",
     ]
-
