@@ -6,6 +6,7 @@ money is charged only from `ready`; bad images fail the instance with a clear re
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,18 @@ def renter(hosts: Hosts, public_key: str) -> dict[str, str]:
         hosts.call("POST", "/ssh-keys", headers, json={"public_key": public_key}).status_code == 201
     )
     return headers
+
+
+def card_seconds(hosts: Hosts, headers: dict[str, str], ident: str) -> int:
+    """GPU-seconds charged for instance `ident` this month (its statement's usage lines)."""
+    month = datetime.now(UTC).strftime("%Y-%m")
+    r = hosts.call("GET", f"/statements/{month}", headers)
+    assert r.status_code == 200, r.text
+    return sum(int(u["card_seconds"]) for u in r.json()["usage_lines"] if u["instance_id"] == ident)
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def instance(hosts: Hosts, headers: dict[str, str], ident: str) -> dict[str, Any]:
@@ -114,11 +127,12 @@ def test_a_renter_gets_a_real_container_on_exactly_the_gpus_placed(
     wait_for(lambda: hosts.containers(short) == [], 30, "container removed")
     after = hosts.call("GET", "/balance", user).json()["available_exact"]
     assert after != before  # it ran, it was charged
-    shown = instance(hosts, user, made["id"])
-    ready = next(e["at"] for e in shown["events"] if e["to_status"] == "running")
-    assert ready  # the charge started at ready: see the usage lines
-    usage = hosts.call("GET", "/usage", user).json()
-    assert usage  # one line per segment, from running
+    # charged from ready to stop: the booting seconds are free
+    events = instance(hosts, user, made["id"])["events"]
+    ready = next(_at(e["at"]) for e in events if e["to_status"] == "running")
+    stopped = next(_at(e["at"]) for e in events if e["from_status"] == "running")
+    used = card_seconds(hosts, user, made["id"])
+    assert 0 < used <= 2 * ((stopped - ready).total_seconds() + 1)
     # down
     assert hosts.call("DELETE", f"/instances/{made['id']}", user).status_code in (200, 202)
 

@@ -1,0 +1,64 @@
+"""A host whose agent dies: SIGKILL the agent of the host a running instance is on; the host is
+lost within the heartbeat timeout, the instance is placed again on the other host and is ready
+again (SSH works there), unbilled while it was away. Restarting the dead agent (its saved
+credential, no token) removes the orphaned container and duplicates nothing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from tests.agent.conftest import LOST_AFTER, Hosts, wait_for
+from tests.agent.test_real_hosts import _at, card_seconds, instance, keypair, renter, ssh
+
+
+def test_a_killed_agent_s_instance_runs_again_elsewhere_and_its_restart_leaves_no_orphan(
+    hosts: Hosts, tmp_path: Path
+) -> None:
+    addresses = {"a": "127.0.1.5", "b": "127.0.1.6"}
+    for short, address in addresses.items():
+        hosts.join(short, address, "H100:4")
+    key, public = keypair(tmp_path, "renter")
+    user = renter(hosts, public)
+    r = hosts.call("POST", "/instances", user, json={"gpu": "H100", "count": 2, "name": "job"})
+    assert r.status_code == 201, r.text
+    ident = r.json()["id"]
+    first = wait_for(lambda: (i := instance(hosts, user, ident))["status"] == "running" and i, 90)
+    (node,) = first["nodes"]
+    gone = node.removeprefix(f"{hosts.prefix}-")
+    other = "b" if gone == "a" else "a"
+    (orphan,) = hosts.containers(gone)
+
+    hosts.kill(gone)  # SIGKILL: the container keeps running, nobody reports it
+
+    def moved() -> dict[str, object] | None:
+        shown = instance(hosts, user, ident)
+        on_other = shown["nodes"] == [hosts.name(other)]
+        return shown if shown["status"] == "running" and on_other else None
+
+    again = wait_for(moved, LOST_AFTER + 90, "the instance to run on the other host")
+    assert hosts.host(gone)["state"] == "lost"
+    assert again["ssh"]["host"] == addresses[other]
+    login = ssh(key, again["ssh"]["host"], again["ssh"]["port"], "hostname")
+    assert login.returncode == 0, login.stderr
+    assert login.stdout.strip() == "job"
+    assert hosts.containers(gone) == [orphan]  # still there: its agent is dead
+
+    # unbilled while away: the seconds charged are those spent running, on either host
+    events = instance(hosts, user, ident)["events"]
+    ready = [_at(e["at"]) for e in events if e["to_status"] == "running"]
+    left = [_at(e["at"]) for e in events if e["from_status"] == "running"]
+    assert len(ready) == 2 and len(left) == 1
+    used = card_seconds(hosts, user, ident)
+    asked = datetime.now(ready[0].tzinfo)
+    running = (left[0] - ready[0]) + (asked - ready[1])
+    away = ready[1] - left[0]
+    assert away.total_seconds() > 3  # the heartbeat timeout, at least: a billed gap would show
+    assert 0 < used <= 2 * (running.total_seconds() + 2)
+
+    # the dead agent comes back with its saved credential: the orphan goes, nothing doubles
+    hosts.start_agent(gone, addresses[gone], "H100:4")
+    wait_for(lambda: hosts.host(gone).get("state") == "ready", 30, "the host to report again")
+    wait_for(lambda: hosts.containers(gone) == [], 30, "the orphaned container removed")
+    assert len(hosts.containers(other)) == 1
+    assert instance(hosts, user, ident)["status"] == "running"
