@@ -9,7 +9,7 @@ TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: demo test install kernels lint typecheck unit system-deps container-deps clean bench-scheduler bench-billing bench-clusters bench-marketplace bench-launch images
+.PHONY: demo demo-hosts test install kernels lint typecheck unit system-deps container-deps clean bench-scheduler bench-billing bench-clusters bench-marketplace bench-launch images
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,11 @@ kernels: $(STAMP)
 
 demo: $(STAMP) kernels
 	$(BIN)/cardhour up
+
+# The platform on the `hosts` backend with two local agents on stand-in GPUs: launch and ssh into
+# real Podman containers on any Debian machine (README "Real GPU servers").
+demo-hosts: $(STAMP) kernels images
+	scripts/demo-hosts.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -44,14 +44,22 @@ def up(
     data_dir: Annotated[
         Path | None, typer.Option("--data-dir", help="Database and state (default: .cardhour).")
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            help="sim (a simulated fleet, the default), hosts (GPU servers running "
+            "`cardhour agent`), slurm.",
+        ),
+    ] = None,
 ) -> None:
-    """Run cardhour here: API, web console and a simulated GPU fleet."""
+    """Run cardhour here: API, web console and the GPU fleet (simulated unless --backend)."""
     import uvicorn
 
     from cardhour.api.app import create_app
     from cardhour.platform import Platform
 
-    settings = _settings(host, port, data_dir)
+    settings = _settings(host, port, data_dir, backend)
     slow = threading.Timer(3.0, typer.echo, (_SLOW_START,), {"err": True})
     slow.start()
     try:
@@ -77,11 +85,13 @@ def up(
     typer.echo("cardhour stopped", err=True)
 
 
-def _settings(host: str | None, port: int | None, data_dir: Path | None) -> Settings:
+def _settings(
+    host: str | None, port: int | None, data_dir: Path | None, backend: str | None = None
+) -> Settings:
     """Settings from the environment with the given flags on top; errors as one line."""
     from cardhour.settings import Settings
 
-    flags: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir}
+    flags: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir, "backend": backend}
     try:
         return Settings(**{k: v for k, v in flags.items() if v is not None})
     except ValidationError as exc:
