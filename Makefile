@@ -9,7 +9,7 @@ TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: demo demo-hosts test install kernels lint typecheck unit system-deps container-deps clean bench-scheduler bench-billing bench-clusters bench-marketplace bench-launch images
+.PHONY: demo demo-hosts test install kernels lint typecheck unit system-deps container-deps clean bench-scheduler bench-billing bench-clusters bench-marketplace bench-launch bench-agents bench-hosts-launch images
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -93,6 +93,19 @@ bench-marketplace: $(STAMP)
 # docs/benchmarks/launch.md. BENCH_ARGS="--nodes 500 --seconds 5" for a quick run.
 bench-launch: $(STAMP)
 	scripts/with-postgres.sh $(BIN)/python bench/launch.py $(BENCH_ARGS)
+
+# 1,000 simulated host agents heartbeating (long polls and plain reports) against one
+# `cardhour up --backend hosts` on a throwaway PostgreSQL (goal: p99 <= 100 ms), with the server's
+# CPU and the hosts one 2-core control plane holds at a 10 s heartbeat; writes
+# docs/benchmarks/agents.md. BENCH_ARGS="--hosts 100 --seconds 15" for a quick run.
+bench-agents: $(STAMP)
+	scripts/with-postgres.sh $(BIN)/python bench/agents.py $(BENCH_ARGS)
+
+# From `POST /api/v1/instances` to an SSH login into the container on a host (one local agent on
+# stand-in GPUs), beside a plain `podman run` of the same image with sshd (goal: cardhour adds
+# <= 1 s); writes docs/benchmarks/hosts-launch.md. BENCH_ARGS="--runs 3 --no-write" for a quick run.
+bench-hosts-launch: $(STAMP) kernels images
+	$(BIN)/python bench/hosts_launch.py $(BENCH_ARGS)
 
 # The container images of the host agent's tests, built offline from Debian packages with podman
 # (a base plus stand-ins of the catalog images): ~30 s cold, under 1 s when up to date.

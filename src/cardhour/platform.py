@@ -130,6 +130,7 @@ class Platform:
             self.catalog.currency,
             settings.marketplace.developer_share_bp,
         )
+        self.scheduler.followers = [self.provisioner]  # a placement is provisioned at once
         self.reconcilers: list[Reconciler] = [
             self.inventory,
             self.scheduler,

@@ -24,6 +24,8 @@ class Reconciler(ABC):
         self.sessions = sessions
         self.clock = clock
         self._wake = threading.Event()
+        #: woken after a step that did something (placing wakes provisioning, say)
+        self.followers: list[Reconciler] = []
 
     @abstractmethod
     def step(self) -> bool:
@@ -40,5 +42,8 @@ class Reconciler(ABC):
                 busy = self.step()
             except Exception:  # noqa: BLE001 - a loop must survive any one failure
                 log.exception("%s step failed; retrying", self.name)
-            if not busy:
+            if busy:
+                for follower in self.followers:
+                    follower.wake()
+            else:
                 self._wake.wait(interval)

@@ -10,7 +10,7 @@ listed is forgotten. Reports are idempotent: the same report twice changes nothi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ class ContainerReport:
 class Desired:
     version: int
     containers: list[dict[str, Any]]  # each a container spec (`backends.hosts` writes them)
+    changed: bool = False  # the report changed the inventory or a container's state or report
 
 
 def record(
@@ -47,7 +48,8 @@ def record(
     runtime: str | None = None,
     standin: bool | None = None,
 ) -> Desired:
-    """Apply one report to `host` and return what is wanted on it."""
+    """Apply one report to `host` and return what is wanted on it (`changed`: whether the
+    report told something new, so the reconcilers have something to look at)."""
     for report in containers:
         if report.state not in STATES:
             raise InvalidInput(f"container state {report.state!r}; one of {', '.join(STATES)}")
@@ -55,10 +57,11 @@ def record(
             if isinstance(value, str) and len(value) > MAX_REPORT_TEXT:
                 raise InvalidInput(f"report of {report.workload} too long")
     host.last_seen_at = now
+    changed = False
     if inventory is not None:
         text = json.dumps(inventory, sort_keys=True)
         if host.inventory != text:
-            host.inventory = text
+            host.inventory, changed = text, True
     if address is not None:
         host.address = address
     if runtime is not None:
@@ -75,8 +78,9 @@ def record(
         detail = json.dumps(found.detail, sort_keys=True) if found is not None else None
         if (row.state, row.report) != (state, detail):
             row.state, row.report, row.updated_at = state, detail, now
+            changed = True
     session.flush()
-    return desired(session, host)
+    return replace(desired(session, host), changed=changed)
 
 
 def desired(session: Session, host: HostRow) -> Desired:

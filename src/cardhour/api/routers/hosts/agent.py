@@ -84,6 +84,8 @@ async def report(
 ) -> schemas.AgentDesired:
     """The heartbeat. 401 for an unknown or revoked credential, 403 for another host's name."""
     host_id, desired = await run_in_threadpool(_record, ctx, body)
+    if desired.changed:  # a container started, failed or answered: provisioning looks now
+        ctx.platform.wake()
     if wait > 0 and since is not None and desired.version == since:
         await _watch(request, ctx.platform).wait(host_id, since, wait)
         ctx.now = ctx.platform.clock.now()
