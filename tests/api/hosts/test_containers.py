@@ -5,7 +5,11 @@ take the container away, and a lost host's instance is placed again on another h
 
 from __future__ import annotations
 
-from tests.api.hosts.conftest import LOST_AFTER, HostsApi
+from fastapi.testclient import TestClient
+
+from cardhour.api.app import create_app
+from cardhour.platform import Platform
+from tests.api.hosts.conftest import HEARTBEAT, LOST_AFTER, HostsApi
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl t@x"
 
@@ -127,3 +131,37 @@ def test_a_lost_host_s_instance_runs_again_on_another_host(hosts_api: HostsApi) 
     shown = _get(api, user, made["id"])
     assert shown["status"] == "running"
     assert shown["nodes"] == ["second"]
+
+
+def test_a_control_plane_restarted_mid_provision_finishes_the_launch_once(
+    hosts_api: HostsApi,
+) -> None:
+    """The server dies after the container was wanted and before it ran: a new server on the
+    same database (its lease on the launch expired) takes the launch over; the agent keeps the
+    one container it was given and the instance runs, billed once."""
+    api = hosts_api
+    agent = api.enrol("box")
+    api.settle()
+    user = api.signup()
+    made = _launch(api, user)
+    api.settle()
+    (wanted,) = agent.report()["containers"]
+    api.platform.stop()  # the crash: nothing more from this server
+
+    again = Platform(api.platform.settings, clock=api.clock)
+    with TestClient(create_app(again)) as client:
+        restarted = HostsApi(client, again, api.clock, api.admin)
+        agent.client = client
+        for _ in range(again.settings.reconcilers.lease_seconds // HEARTBEAT + 1):
+            agent.report()  # the agent heartbeats on while the dead server's lease runs out
+            restarted.settle(HEARTBEAT)
+        (still,) = agent.report()["containers"]
+        assert still["workload"] == wanted["workload"]
+        assert still["fingerprint"] == wanted["fingerprint"]  # kept, not replaced
+        agent.run_all()
+        restarted.settle()
+        shown = _get(restarted, user, made["id"])
+        assert shown["status"] == "running", shown
+        assert [e["to_status"] for e in shown["events"]].count("running") == 1
+        assert len(agent.report()["containers"]) == 1
+    again.stop()
