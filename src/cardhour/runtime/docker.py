@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cardhour.runtime.base import ContainerSpec, ImageUnavailable, RuntimeFailure
+from cardhour.runtime.base import ContainerSpec, RuntimeFailure
 from cardhour.runtime.podman import PodmanRuntime, last_line
 
 NVIDIA_KIND = "nvidia.com/gpu"
@@ -43,15 +43,7 @@ class DockerRuntime(PodmanRuntime):
         except RuntimeFailure:
             return False
 
-    def ensure_image(self, ref: str) -> None:
-        if self._call(["image", "inspect", ref]).returncode == 0:
-            return
-        if ref.startswith("localhost/"):
-            raise ImageUnavailable(f"image {ref} is not on this host (local builds are not pulled)")
-        pulled = self._call(["pull", "--quiet", ref], timeout=max(self.call_timeout, 1800))
-        if pulled.returncode != 0:
-            reason = last_line(pulled.stderr)
-            raise ImageUnavailable(f"image {ref} is not on this host and its pull failed: {reason}")
+    image_present = ("image", "inspect")
 
     def create_args(self, spec: ContainerSpec) -> list[str]:
         args = super().create_args(spec)

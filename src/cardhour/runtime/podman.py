@@ -174,8 +174,11 @@ class PodmanRuntime(ContainerRuntime):
         except RuntimeFailure:
             return False
 
+    #: the engine's "is this image here" call (Docker has no `image exists`)
+    image_present = ("image", "exists")
+
     def ensure_image(self, ref: str) -> None:
-        if self._call(["image", "exists", ref]).returncode == 0:
+        if self._call([*self.image_present, ref]).returncode == 0:
             return
         if ref.startswith("localhost/"):
             raise ImageUnavailable(f"image {ref} is not on this host (local builds are not pulled)")
