@@ -64,13 +64,9 @@ class Hosts:
     def name(self, short: str) -> str:
         return f"{self.prefix}-{short}"
 
-    def enrol(self, short: str) -> str:
-        r = self.call(
-            "POST",
-            "/admin/hosts",
-            self.admin,
-            json={"name": self.name(short), "data_centre": "bj1"},
-        )
+    def enrol(self, short: str, ib_leaf: str | None = None) -> str:
+        body = {"name": self.name(short), "data_centre": "bj1", "ib_leaf": ib_leaf}
+        r = self.call("POST", "/admin/hosts", self.admin, json=body)
         assert r.status_code == 201, r.text
         return str(r.json()["token"])
 
@@ -92,9 +88,11 @@ class Hosts:
         log = (self.tmp / f"agent-{short}.log").open("ab")
         self.agents[short] = subprocess.Popen(args, env=env, stdout=log, stderr=log)
 
-    def join(self, short: str, address: str, gpus: str = "H100:8") -> None:
+    def join(
+        self, short: str, address: str, gpus: str = "H100:8", ib_leaf: str | None = None
+    ) -> None:
         """Enrol host `short`, start its agent, wait until its GPUs are for sale."""
-        self.start_agent(short, address, gpus, self.enrol(short))
+        self.start_agent(short, address, gpus, self.enrol(short, ib_leaf))
         try:
             wait_for(lambda: self.host(short).get("state") == "ready" and self.node(short), 30)
         except AssertionError as exc:
@@ -150,6 +148,7 @@ def hosts_settings(tmp: Path, database_url: str) -> Settings:
         hosts={"heartbeat_seconds": HEARTBEAT, "lost_after_seconds": LOST_AFTER},
         reconcilers={"interval_seconds": 0.2, "provision_timeout_seconds": 90},
         marketplace={"demo_apps": False},
+        trial_credit="100.00",  # a 16-GPU cluster holds 30.40 CNY for its first hour
     )
 
 

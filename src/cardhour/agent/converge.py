@@ -1,7 +1,8 @@
 """One convergence pass: the containers the control plane wants on this host against the ones
 the runtime holds, then a report of each wanted one.
 
-Containers carry their host, workload and spec fingerprint as labels, so a restarted agent
+Containers are named `<workload>.<host>` and carry their host, workload and spec fingerprint
+as labels, so a restarted agent
 adopts what it finds: a container whose fingerprint matches is kept as it is; one with another
 fingerprint is replaced; one no longer wanted is removed (only containers labelled with this
 host are ever touched). A spec that failed to start is not retried until it changes (its
@@ -31,6 +32,7 @@ from cardhour.runtime.base import (
 
 log = logging.getLogger("cardhour.agent")
 LABEL_FINGERPRINT = "org.cardhour.fingerprint"
+LABEL_SSH_PORT = "org.cardhour.ssh-port"  # on the host's network: where its sshd listens
 LOG_LINES = 20
 
 
@@ -44,22 +46,27 @@ class Converger:
     real_gpus: bool
     failed: dict[str, tuple[str, str]] = field(default_factory=dict)  # workload -> (fp, why)
     probes: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # by start
+    applied: dict[str, tuple[str, str]] = field(default_factory=dict)  # peers: (start, digest)
 
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
         want = {str(s["workload"]): s for s in desired}
-        have = {c.name: c for c in self.runtime.list({LABEL_HOST: self.host})}
+        have = {
+            c.labels.get(LABEL_WORKLOAD, c.name): c
+            for c in self.runtime.list({LABEL_HOST: self.host})
+        }
         settled = True
         for name in sorted(set(have) - set(want)):
             log.info("removing %s: no longer wanted here", name)
-            self.runtime.remove(name)
-            self.probes.pop(name, None)
+            self.runtime.remove(have[name].name)
+            self.probes.pop(have[name].name, None)
+            self.applied.pop(have[name].name, None)
         for name, spec in want.items():
             current = have.get(name)
             if current is not None and current.labels.get(LABEL_FINGERPRINT) != spec["fingerprint"]:
                 log.info("replacing %s: its spec changed", name)
-                self.runtime.remove(name)
-                self.probes.pop(name, None)
+                self.runtime.remove(current.name)
+                self.probes.pop(current.name, None)
                 current = None
             if current is None and self.failed.get(name, ("",))[0] != spec["fingerprint"]:
                 self._start(name, spec)
@@ -74,6 +81,11 @@ class Converger:
             )
             reports.append(report)
         return reports, settled
+
+    def box(self, workload: str) -> str:
+        """The container's name: the workload's and this host's (several agents may share one
+        engine, as on a test machine; each is still deterministic)."""
+        return f"{workload}.{self.host}"
 
     def _start(self, name: str, spec: dict[str, Any]) -> None:
         try:
@@ -104,8 +116,12 @@ class Converger:
             LABEL_WORKLOAD: str(spec["workload"]),
             LABEL_FINGERPRINT: str(spec["fingerprint"]),
         }
+        host_network = spec.get("network") == "host"
+        ssh_port = free_port(self.address) if host_network else None
+        if ssh_port is not None:
+            labels[LABEL_SSH_PORT] = str(ssh_port)
         return ContainerSpec(
-            name=str(spec["workload"]),
+            name=self.box(str(spec["workload"])),
             image=str(spec["image"]),
             labels=labels,
             command=spec.get("command"),
@@ -119,31 +135,73 @@ class Converger:
             mounts=tuple(mounts),
             hosts={str(k): str(v) for k, v in (spec.get("hosts") or {}).items()},
             hostname=spec.get("hostname"),
+            network="host" if host_network else None,
+            ssh_port=ssh_port,
         )
 
     def _report(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         report: dict[str, Any] = {"workload": name}
-        status = self.runtime.inspect(name)
+        box = self.box(name)
+        status = self.runtime.inspect(box)
         if status is None:
             failure = self.failed.get(name)
             if failure is not None and failure[0] == spec["fingerprint"]:
                 return report | {"state": FAILED, "error": failure[1]}
             return report | {"state": PENDING}
         report["ports"] = {str(k): v for k, v in status.ports.items()}
+        if spec.get("network") == "host":  # nothing published: the host's own ports
+            report["ports"] = {str(p): int(p) for p in spec.get("ports") or ()}
+            if status.labels.get(LABEL_SSH_PORT):
+                report["ports"]["22"] = int(status.labels[LABEL_SSH_PORT])
         if status.state == ContainerState.EXITED or status.error:
             report |= {"state": EXITED, "exit_code": status.exit_code, "error": status.error}
-            report["logs"] = self.runtime.logs(name, LOG_LINES)[-4000:]
+            report["logs"] = self.runtime.logs(box, LOG_LINES)[-4000:]
             return report
         if status.state != ContainerState.RUNNING:
             return report | {"state": PENDING}
         report["state"] = RUNNING
-        probes = self._probes(name, spec, status)
+        probes = self._probes(box, spec, status, report["ports"])
         if probes is not None:
             report["probes"] = probes
+            applied = self._peers(box, spec, status)
+            if applied is not None:
+                report["peers"] = applied
         return report
 
+    def _peers(self, name: str, spec: dict[str, Any], status: ContainerStatus) -> str | None:
+        """Let the cluster's nodes in (`spec["peers"]`: every node's key, and an ssh config
+        naming each by its hostname): written once per start and peers version. The version
+        applied, or None."""
+        peers = spec.get("peers")
+        if not peers:
+            return None
+        started = str(status.started_at)
+        if self.applied.get(name) == (started, peers["digest"]):
+            return str(peers["digest"])
+        keys = "\n".join([str(spec.get("ssh_keys") or "").strip(), *peers["keys"]]).strip()
+        config = "".join(
+            f"Host {p['host']}\n  HostName {p['address']}\n  Port {p['port']}\n  User root\n"
+            "  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking no\n"
+            "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+            for p in peers["ssh"]
+        )
+        script = (
+            'umask 077 && mkdir -p /root/.ssh && printf "%s\\n" "$1" > /root/.ssh/keys.tmp '
+            "&& mv /root/.ssh/keys.tmp /root/.ssh/authorized_keys "
+            '&& printf "%s" "$2" > /root/.ssh/config'
+        )
+        try:
+            code, out = self.runtime.exec(name, ["sh", "-c", script, "sh", keys, config], 30)
+        except RuntimeFailure:
+            return None
+        if code != 0:
+            log.warning("cannot let %s's peers in: %s", name, out[-300:])
+            return None
+        self.applied[name] = (started, str(peers["digest"]))
+        return str(peers["digest"])
+
     def _probes(
-        self, name: str, spec: dict[str, Any], status: ContainerStatus
+        self, name: str, spec: dict[str, Any], status: ContainerStatus, ports: dict[str, int]
     ) -> dict[str, Any] | None:
         """What the readiness gate reads from inside the container, once per start: the keys
         sshd holds, and on real GPUs the node's all-reduce (nccl-tests). None while the
@@ -160,14 +218,33 @@ class Converger:
             )
             if out is None:
                 return None  # the entrypoint has not installed them yet (or the process ended)
-            if 22 in status.ports and not ssh_greets(self.address, status.ports[22]):
+            if "22" in ports and not ssh_greets(self.address, ports["22"]):
                 return None
             probes["authorized_keys"] = out
+        if spec.get("cluster"):
+            key = self._cluster_key(name)
+            if key is None:
+                return None
+            probes["cluster_key"] = key
         gpus = len(spec.get("gpus", []))
         if self.real_gpus and gpus >= 2:
             probes["all_reduce"] = self._all_reduce(name, gpus)
         self.probes[name] = (started, probes)
         return probes
+
+    def _cluster_key(self, name: str) -> str | None:
+        """The public half of the node's own key (made in the container on first ask), which
+        the cluster's other nodes let in."""
+        script = (
+            "test -f /root/.ssh/id_ed25519 || "
+            "(mkdir -p /root/.ssh && ssh-keygen -q -t ed25519 -N '' -f /root/.ssh/id_ed25519) "
+            "&& cat /root/.ssh/id_ed25519.pub"
+        )
+        try:
+            code, out = self.runtime.exec(name, ["sh", "-c", script], 30)
+        except RuntimeFailure:
+            return None
+        return out.strip() if code == 0 and out.startswith("ssh-") else None
 
     def _read_first(self, name: str, *paths: str) -> str | None:
         """The first of `paths` that can be read inside container `name`; None when none can
@@ -197,3 +274,10 @@ def ssh_greets(address: str, port: int, timeout: float = 2.0) -> bool:
             return conn.recv(4).startswith(b"SSH-")
     except OSError:
         return False
+
+
+def free_port(address: str) -> int:
+    """A TCP port nothing listens on at `address` now (the kernel's pick)."""
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        return int(probe.getsockname()[1])

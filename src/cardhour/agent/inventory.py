@@ -100,13 +100,17 @@ def standin_gpus(request: str, host: str) -> tuple[str, list[nvidia_smi.Gpu]]:
 def standin(request: str, host: str, state_dir: Path, kind: str) -> Inventory:
     """Stand-in GPUs as an inventory; `kind`: the CDI kind their devices are under."""
     model_id, gpus = standin_gpus(request, host)
-    model = load_catalog().model_by_id(model_id)
+    catalog = load_catalog()
+    model = catalog.model_by_id(model_id)
     machine = _machine(state_dir)
-    node = NodeSpec(host, "-", model.id, len(gpus), machine["cpus"], 0, None, None, 0, 0)
+    # InfiniBand as the demo fleet's nodes of the model have it (H100: 8 rails of 200 Gb/s)
+    like = next((n for n in catalog.nodes if n.gpu_model == model.id), None)
+    rails, gbps = (like.ib_rails, like.ib_gbps_per_rail) if like is not None else (0, 0)
+    node = NodeSpec(host, "-", model.id, len(gpus), machine["cpus"], 0, None, None, rails, gbps)
     report = {
         "gpus": [g.as_dict() for g in gpus],
         "topology": modelled.nvidia_smi_topo(node, model),
-        "ibstat": None,
+        "ibstat": modelled.ibstat(node) if rails else None,
         **machine,
     }
     return Inventory(report, {g.index: f"{kind}={g.index}" for g in gpus})

@@ -132,12 +132,14 @@ class Agent:
         converger = Converger(
             runtime, me.host, s.address, found.devices, s.weights_dir, s.standin_gpus is None
         )
+        worker = ConvergeWorker(converger, s.poll_seconds)
+        worker.start(stop)
         sent_inventory: dict[str, Any] | None = None
-        reports: list[dict[str, Any]] = []
         version: int | None = None
-        settled, heartbeat, failures = False, 10.0, 0
+        heartbeat, failures = 10.0, 0
         with AgentChannel(me.server, me.credential) as channel:
             while not stop.is_set():
+                reports, settled = worker.latest()
                 body = AgentReport(
                     host=me.host,
                     inventory=found.report if sent_inventory != found.report else None,
@@ -160,14 +162,68 @@ class Agent:
                     continue
                 failures = 0
                 sent_inventory = found.report
-                version, heartbeat = answer.version, float(answer.heartbeat_seconds)
-                try:
-                    reports, settled = converger.step(answer.containers)
-                except Exception:  # noqa: BLE001 - the agent outlives an engine hiccup
-                    log.exception("converging failed; again in %s s", s.poll_seconds)
-                    settled = False
-                if not settled:
-                    stop.wait(s.poll_seconds)
+                heartbeat, version = float(answer.heartbeat_seconds), answer.version
+                worker.offer(answer.containers)
+                if not settled:  # report again soon, at once when the worker has news
+                    worker.wait_for_news(s.poll_seconds)
+
+
+class ConvergeWorker:
+    """Converges on its own thread, so that a slow engine call (an image pull takes minutes)
+    never holds back the heartbeat. The loop offers each answer's desired list; the worker
+    steps on the latest one (so at least once per heartbeat: an exited container is noticed),
+    again every `poll_seconds` while unsettled, and keeps its last step's reports for the loop
+    to send."""
+
+    def __init__(self, converger: Converger, poll_seconds: float) -> None:
+        self.converger = converger
+        self.poll_seconds = poll_seconds
+        self._lock = threading.Lock()
+        self._desired: list[dict[str, Any]] | None = None
+        self._reports: list[dict[str, Any]] = []
+        self._settled = False
+        self._work = threading.Event()
+        self._news = threading.Event()
+
+    def start(self, stop: threading.Event) -> None:
+        threading.Thread(target=self._run, args=(stop,), name="converge", daemon=True).start()
+
+    def offer(self, desired: list[dict[str, Any]]) -> None:
+        """Step on `desired` soon; a changed list is unsettled until a step says otherwise."""
+        with self._lock:
+            if desired != self._desired:
+                self._desired, self._settled = desired, False
+        self._work.set()
+
+    def latest(self) -> tuple[list[dict[str, Any]], bool]:
+        """The last step's reports, and whether nothing is changing (no step pending)."""
+        with self._lock:
+            return list(self._reports), self._settled
+
+    def wait_for_news(self, timeout: float) -> None:
+        self._news.wait(timeout)
+        self._news.clear()
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            offered = self._work.wait(self.poll_seconds)
+            self._work.clear()
+            with self._lock:
+                desired, settled = self._desired, self._settled
+            if desired is None or (settled and not offered):
+                continue
+            try:
+                reports, settled = self.converger.step(desired)
+            except Exception:  # noqa: BLE001 - the agent outlives an engine hiccup
+                log.exception("converging failed; again in %s s", self.poll_seconds)
+                reports, settled = self.latest()[0], False
+            with self._lock:
+                news = reports != self._reports or settled != self._settled
+                self._reports = reports
+                if desired is self._desired:  # not overtaken by a newer offer meanwhile
+                    self._settled = settled
+            if news:
+                self._news.set()
 
 
 def _backoff(failures: int) -> int:

@@ -47,7 +47,9 @@ class ContainerSpec:
     `ports`: container ports published on `publish_address` at free host ports. `command`:
     the renter's command (`sh -c`, after the image's ENTRYPOINT); none: the image's own CMD,
     or idle until stopped when that is empty or a bare shell (`podman.process_argv`). `hosts`:
-    extra `/etc/hosts` entries (a cluster's nodes).
+    extra `/etc/hosts` entries (a cluster's nodes). `network="host"` (a cluster node, which
+    holds its host whole): the host's network, nothing published; the ports are the host's,
+    and sshd listens on `publish_address:ssh_port`.
     """
 
     name: str
@@ -66,6 +68,7 @@ class ContainerSpec:
     hostname: str | None = None
     read_only_root: bool = False
     network: str | None = None  # None: the engine's default bridge; "none": no network
+    ssh_port: int | None = None  # with network="host": where sshd listens
 
 
 class ContainerState(StrEnum):

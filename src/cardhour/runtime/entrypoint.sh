@@ -6,10 +6,14 @@
 # - starts sshd in the background (key login only) when the image has /usr/sbin/sshd;
 # - then execs ARGV (the runtime's `process_argv`), or waits until stopped when there is none
 #   (PID 1 is podman's init: SIGTERM works).
-# With a read-only root filesystem the keys go under /run (a tmpfs) instead.
+# With a read-only root filesystem the keys go under /run (a tmpfs) instead. On the host's
+# network (a cluster node) sshd listens on $CARDHOUR_SSH_LISTEN (address:port) instead of :22.
 keys=/.cardhour/authorized_keys
 if [ -x /usr/sbin/sshd ]; then
   options="-o PasswordAuthentication=no -o PermitRootLogin=prohibit-password"
+  if [ -n "${CARDHOUR_SSH_LISTEN:-}" ]; then  # on the host's network: its own address:port
+    options="$options -o ListenAddress=$CARDHOUR_SSH_LISTEN"
+  fi
   if mkdir -p /root/.ssh 2>/dev/null && cp "$keys" /root/.ssh/authorized_keys 2>/dev/null; then
     chmod 700 /root/.ssh && chmod 600 /root/.ssh/authorized_keys
   else

@@ -223,9 +223,13 @@ class PodmanRuntime(ContainerRuntime):
             args += ["--cpus", f"{spec.cpus:g}"]
         if spec.memory_mb is not None:
             args += ["--memory", f"{spec.memory_mb}m"]
-        ports = sorted(set(spec.ports) | ({22} if spec.ssh_keys else set()))
-        for port in ports:
-            args += ["--publish", f"{spec.publish_address}::{port}"]
+        if spec.network == "host":
+            if spec.ssh_keys and spec.ssh_port:
+                args += ["--env", f"CARDHOUR_SSH_LISTEN={spec.publish_address}:{spec.ssh_port}"]
+        else:
+            ports = sorted(set(spec.ports) | ({22} if spec.ssh_keys else set()))
+            for port in ports:
+                args += ["--publish", f"{spec.publish_address}::{port}"]
         for mount in spec.mounts:
             if "," in mount.source + mount.target:
                 raise RuntimeFailure(f"mount paths may not contain ',': {mount.source}")

@@ -71,7 +71,9 @@ class ContainerReportIn(_Strict):
         description="authorized_keys, all_reduce: what the container printed; absent until "
         "the container is ready to answer (keys installed, sshd greeting).",
     )
-    peers: int | None = Field(default=None, description="The `hosts` version applied inside.")
+    peers: str | None = Field(
+        default=None, description="The cluster peers' digest the container let in (clusters)."
+    )
 
 
 class AgentReport(_Strict):

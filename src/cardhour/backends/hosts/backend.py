@@ -19,6 +19,8 @@ all-reduce output is the modelled one of `core.readiness.modelled`, flagged in t
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Protocol
 
 from cardhour.backends.base import (
@@ -48,6 +50,8 @@ class HostDirectory(Protocol):
     def containers(self, workload: str) -> list[ContainerInfo]: ...
 
     def lost_hosts_of(self, workload: str) -> dict[str, str]: ...
+
+    def set_peers(self, workload: str, peers: dict[str, Any]) -> None: ...
 
 
 class HostsBackend(Backend, Probing):
@@ -105,6 +109,8 @@ class HostsBackend(Backend, Probing):
                 else None,
                 "exclusive": spec.exclusive,
             }
+            if len(spec.gpus_by_node) > 1:  # whole hosts: their network, keys between nodes
+                wanted[node] |= {"network": "host", "cluster": True}
         self.directory.want(spec.external_name, spec.attempt, wanted)
 
     def poll(self, external_name: str) -> PollResult:
@@ -121,9 +127,34 @@ class HostsBackend(Backend, Probing):
         for c in wanted:
             if c.state in (FAILED, EXITED):
                 return PollResult(MachineState.FAILED, message=_why(c))
-        if all(c.state == RUNNING and "probes" in c.report for c in wanted):
-            return PollResult(MachineState.RUNNING, self._connection(wanted))
-        return PollResult(MachineState.PROVISIONING)
+        if not all(c.state == RUNNING and "probes" in c.report for c in wanted):
+            return PollResult(MachineState.PROVISIONING)
+        if len(wanted) > 1 and not self._peers_in(external_name, wanted):
+            return PollResult(MachineState.PROVISIONING)
+        return PollResult(MachineState.RUNNING, self._connection(wanted))
+
+    def _peers_in(self, external_name: str, wanted: list[ContainerInfo]) -> bool:
+        """Whether every node of a cluster let the others in (their keys, an ssh config naming
+        each node by its hostname); asks for it when not yet."""
+        live = {h.name: h for h in self.directory.hosts()}
+        entries = [
+            {
+                "host": str(c.spec.get("hostname") or c.host),
+                "address": live[c.host].address or c.host,
+                "port": int(c.report.get("ports", {}).get("22", 22)),
+            }
+            for c in sorted(wanted, key=lambda c: int(c.spec.get("rank", 0)))
+        ]
+        keys = sorted(str(c.report["probes"].get("cluster_key") or "") for c in wanted)
+        if not all(keys):
+            return False
+        body = {"keys": keys, "ssh": entries}
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        peers = {**body, "digest": digest}
+        if any(c.spec.get("peers") != peers for c in wanted):
+            self.directory.set_peers(external_name, peers)
+            return False
+        return all(c.report.get("peers") == digest for c in wanted)
 
     def terminate(self, external_name: str) -> None:
         self.directory.unwant(external_name)

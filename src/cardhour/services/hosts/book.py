@@ -26,8 +26,9 @@ from cardhour.store.hosts import hosts as store
 
 def fingerprint(spec: dict[str, Any]) -> str:
     """What makes a container a different one: everything in its spec but the fields that can
-    change under a running container (its attempt, its cluster's `/etc/hosts`)."""
-    kept = {k: v for k, v in spec.items() if k not in ("attempt", "hosts", "fingerprint")}
+    change under a running container (its attempt, its cluster's `/etc/hosts` and peers)."""
+    mutable = ("attempt", "hosts", "peers", "fingerprint")
+    kept = {k: v for k, v in spec.items() if k not in mutable}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -77,8 +78,12 @@ class HostBook:
                 host_id = ids[name]
                 full = {**spec, "workload": workload, "attempt": attempt}
                 full["fingerprint"] = fingerprint(full)
-                text = json.dumps(full, sort_keys=True)
                 row = rows.get(host_id)
+                if row is not None and "peers" not in full:  # set_peers' own, kept
+                    before = json.loads(row.spec)
+                    if before["fingerprint"] == full["fingerprint"] and "peers" in before:
+                        full["peers"] = before["peers"]
+                text = json.dumps(full, sort_keys=True)
                 if row is None:
                     session.add(
                         HostContainerRow(
@@ -100,6 +105,19 @@ class HostBook:
                 if host_id not in ids.values() and row.wanted:
                     row.wanted, row.updated_at = False, now
                     touched.add(host_id)
+            store.bump_versions(session, touched)
+
+    def set_peers(self, workload: str, peers: dict[str, Any]) -> None:
+        """Every wanted container of `workload` lets in its cluster's `peers` (keys and ssh
+        config, `backends.hosts`); the container keeps running (not part of the fingerprint)."""
+        with transaction(self.sessions) as session:
+            touched = set()
+            for row in store.containers_of_workload(session, workload, lock=True):
+                spec = json.loads(row.spec)
+                if row.wanted and spec.get("peers") != peers:
+                    row.spec = json.dumps({**spec, "peers": peers}, sort_keys=True)
+                    row.updated_at = self.clock.now()
+                    touched.add(row.host_id)
             store.bump_versions(session, touched)
 
     def unwant(self, workload: str) -> None:

@@ -1,0 +1,38 @@
+"""A 2-node cluster on two hosts: one container per host, each holding its host whole on the
+host's network; from the head, `ssh <name>-worker1` reaches the worker (the nodes let each
+other in with keys made in the containers and an ssh config naming each by its hostname)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.agent.conftest import Hosts, wait_for
+from tests.agent.test_real_hosts import instance, keypair, renter, ssh
+
+
+def test_from_the_head_ssh_reaches_the_worker_by_its_hostname(hosts: Hosts, tmp_path: Path) -> None:
+    hosts.join("a", "127.0.1.7", "H100:8", ib_leaf="leaf1")  # stand-in IB: 8 rails, as H100s
+    hosts.join("b", "127.0.1.8", "H100:8", ib_leaf="leaf1")
+    key, public = keypair(tmp_path, "renter")
+    user = renter(hosts, public)
+    body = {"gpu": "H100", "count": 8, "nodes": 2, "name": "job"}
+    r = hosts.call("POST", "/instances", user, json=body)
+    assert r.status_code == 201, r.text
+    ident = r.json()["id"]
+
+    def settled() -> dict[str, object] | None:
+        shown = instance(hosts, user, ident)
+        return shown if shown["status"] in ("running", "failed") else None
+
+    made = wait_for(settled, 120, "the cluster to run")
+    assert made["status"] == "running", made["status_reason"]
+    assert sorted(made["nodes"]) == [hosts.name("a"), hosts.name("b")]
+    assert len(hosts.containers("a")) == len(hosts.containers("b")) == 1
+    head = made["ssh"]
+    login = ssh(key, head["host"], head["port"], "hostname; ssh job-worker1 hostname")
+    assert login.returncode == 0, login.stderr
+    assert login.stdout.split() == ["job", "job-worker1"]
+    # and back: the worker reaches the head by its name
+    hop = "ssh job-worker1 ssh job hostname"
+    back = ssh(key, head["host"], head["port"], hop)
+    assert back.returncode == 0 and back.stdout.strip() == "job", back.stderr
