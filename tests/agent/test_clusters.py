@@ -32,6 +32,10 @@ def test_from_the_head_ssh_reaches_the_worker_by_its_hostname(hosts: Hosts, tmp_
     login = ssh(key, head["host"], head["port"], "hostname; ssh job-worker1 hostname")
     assert login.returncode == 0, login.stderr
     assert login.stdout.split() == ["job", "job-worker1"]
+    # the job's environment (torchrun's variables) on each node
+    env = ssh(key, head["host"], head["port"], "ssh job-worker1 env")
+    assert "NODE_RANK=1" in env.stdout and "WORLD_SIZE=16" in env.stdout, env.stderr
+    assert "MASTER_ADDR=job" in env.stdout and "NCCL_IB_HCA=mlx5_0" in env.stdout
     # and back: the worker reaches the head by its name
     hop = "ssh job-worker1 ssh job hostname"
     back = ssh(key, head["host"], head["port"], hop)

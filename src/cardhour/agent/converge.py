@@ -2,11 +2,11 @@
 the runtime holds, then a report of each wanted one.
 
 Containers are named `<workload>.<host>` and carry their host, workload and spec fingerprint
-as labels, so a restarted agent
-adopts what it finds: a container whose fingerprint matches is kept as it is; one with another
-fingerprint is replaced; one no longer wanted is removed (only containers labelled with this
-host are ever touched). A spec that failed to start is not retried until it changes (its
-failure is reported instead), so a bad image does not make a loop.
+as labels, so a restarted agent adopts what it finds: a container whose fingerprint matches is
+kept as it is; one with another fingerprint is replaced; one no longer wanted is removed (only
+containers labelled with this host are ever touched). A spec that failed to start is not
+retried until it changes (its failure is reported instead), so a bad image does not make a
+loop.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The container runtime contract the host agent converges with.
 
-Every call is keyed by the container's deterministic name (`ch-<instance>-<attempt>`): `run` of
-a name that exists returns its status and starts nothing; `stop`/`remove` of a name that is gone
-return silently. Engines raise only the errors below, with a message fit to show a renter (the
-engine's own last line, never a traceback).
+Every call is keyed by the container's deterministic name (the agent's `<workload>.<host>`):
+`run` of a name that exists returns its status and starts nothing; `stop`/`remove` of a name
+that is gone return silently. Engines raise only the errors below, with a message fit to show a
+renter (the engine's own last line, never a traceback).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 #!/bin/sh
 # cardhour's entrypoint for containers with SSH (installed and mounted read-only by the runtime,
 # cardhour/runtime/podman.py). Usage: entrypoint.sh [ARGV...]
-# - installs /.cardhour/authorized_keys as root's only keys (/root/.ssh/authorized_keys, 0600);
+# - installs /.cardhour/authorized_keys as root's only keys (/root/.ssh/authorized_keys, 0600),
+#   and the container's environment for ssh sessions (/root/.ssh/environment);
 # - makes host keys when the image has none (per container: images carry no host keys);
 # - starts sshd in the background (key login only) when the image has /usr/sbin/sshd;
 # - then execs ARGV (the runtime's `process_argv`), or waits until stopped when there is none
@@ -16,6 +17,9 @@ if [ -x /usr/sbin/sshd ]; then
   fi
   if mkdir -p /root/.ssh 2>/dev/null && cp "$keys" /root/.ssh/authorized_keys 2>/dev/null; then
     chmod 700 /root/.ssh && chmod 600 /root/.ssh/authorized_keys
+    # the container's environment (the renter's variables, a cluster's job) in ssh sessions too
+    env | grep -v -E '^(HOME|PWD|SHLVL|HOSTNAME|OLDPWD|_)=' >/root/.ssh/environment || true
+    options="$options -o PermitUserEnvironment=yes"
   else
     mkdir -p /run/cardhour && cp "$keys" /run/cardhour/authorized_keys
     chmod 600 /run/cardhour/authorized_keys

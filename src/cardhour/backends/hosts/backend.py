@@ -84,7 +84,8 @@ class HostsBackend(Backend, Probing):
         image = self.catalog.image_ref(spec.image)
         addresses = {n: live[n][0].address or n for n in spec.gpus_by_node}
         name = spec.instance_name or spec.external_name
-        layout = cluster.layout(name, spec.gpus_by_node, addresses, {})
+        rails = {n: live[n][1].ib_rails for n in spec.gpus_by_node}
+        layout = cluster.layout(name, spec.gpus_by_node, addresses, rails)
         hostnames = {node.node: node.hostname for node in layout}
         ranks = {node.node: node.rank for node in layout}
         wanted = {}
@@ -110,7 +111,8 @@ class HostsBackend(Backend, Probing):
                 "exclusive": spec.exclusive,
             }
             if len(spec.gpus_by_node) > 1:  # whole hosts: their network, keys between nodes
-                wanted[node] |= {"network": "host", "cluster": True}
+                job = cluster.environment(layout, ranks[node])  # torchrun's; the renter's win
+                wanted[node] |= {"network": "host", "cluster": True, "env": job | dict(spec.env)}
         self.directory.want(spec.external_name, spec.attempt, wanted)
 
     def poll(self, external_name: str) -> PollResult:
