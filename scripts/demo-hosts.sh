@@ -36,7 +36,9 @@ fleet = yaml.safe_load(default_fleet_text())
 fleet["registries"] = ["localhost/cardhour"]
 open(sys.argv[1], "w").write(yaml.safe_dump(fleet, sort_keys=False))
 EOF
+# a 2-node H100 cluster holds 30.40 CNY for its first hour: the demo gives 100
 CARDHOUR_FLEET_FILE=$data/fleet.yaml CARDHOUR_MARKETPLACE__DEMO_APPS=false \
+  CARDHOUR_TRIAL_CREDIT=${CARDHOUR_TRIAL_CREDIT:-100.00} \
   "$bin/cardhour" up --backend hosts --port "$port" --data-dir "$data/server" \
   >"$data/server.log" 2>&1 &
 pids+=($!)
@@ -52,8 +54,8 @@ n=2
 for host in box1 box2; do
   args=(--server "$url" --state-dir "$data/$host" --address "127.0.1.$n" --standin-gpus H100:8)
   if [ ! -e "$data/$host/credential.json" ]; then
-    token=$("$bin/cardhour" admin hosts add "$host" --dc bj1 --json | "$bin/python" -c \
-      'import json, sys; print(json.load(sys.stdin)["token"])')
+    token=$("$bin/cardhour" admin hosts add "$host" --dc bj1 --ib-leaf bj1-leaf1 --json |
+      "$bin/python" -c 'import json, sys; print(json.load(sys.stdin)["token"])')
     args+=(--token "$token")
   fi
   "$bin/cardhour" agent "${args[@]}" >"$data/$host.log" 2>&1 &
@@ -79,6 +81,8 @@ Try it from another terminal:
   $bin/cardhour launch --gpu H100:2 --name demo --port 8888
   $bin/cardhour ssh demo
   $bin/cardhour down demo
+  $bin/cardhour launch --gpu H100:8 --nodes 2 --name job    # a cluster: one container per box
+  $bin/cardhour ssh job -- ssh job-worker1 hostname
 
 Press Ctrl-C to stop.
 EOF
