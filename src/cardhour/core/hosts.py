@@ -47,6 +47,7 @@ class HostInfo:
     inventory: dict[str, Any]
     standin: bool
     lost: str | None = None
+    inventory_key: str = ""  # changes whenever `inventory` does (what caches key on)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ from cardhour.core.hosts import EXITED, FAILED, RUNNING, ContainerInfo, HostInfo
 from cardhour.core.readiness import modelled as reports
 from cardhour.core.topology import NodeSpec
 
+MAX_CACHED_SPECS = 100_000
+
 
 class HostDirectory(Protocol):
     """What the backend needs of the database (`services.hosts.book.HostBook`)."""
@@ -61,15 +63,26 @@ class HostsBackend(Backend, Probing):
         self.directory = directory
         self.catalog = catalog
         self._dcs = {dc.id for dc in catalog.data_centres}
+        self._specs: dict[tuple[str | None, ...], NodeSpec | None] = {}
 
     def _live(self) -> dict[str, tuple[HostInfo, NodeSpec]]:
         found = {}
         for host in self.directory.hosts():
             if host.lost is None and host.data_centre in self._dcs:
-                spec = node_spec(host, self.catalog.gpu_models)
+                spec = self._node_spec(host)
                 if spec is not None:
                     found[host.name] = (host, spec)
         return found
+
+    def _node_spec(self, host: HostInfo) -> NodeSpec | None:
+        """`core.hosts.node_spec`, computed again only when the host's inventory or placement
+        changed (it parses `ibstat`: a thousand hosts every second would cost a core)."""
+        key = (host.name, host.inventory_key, host.data_centre, host.ib_leaf, host.ib_spine)
+        if key not in self._specs:
+            if len(self._specs) >= MAX_CACHED_SPECS:  # stale keys of changed hosts pile up
+                self._specs.clear()
+            self._specs[key] = node_spec(host, self.catalog.gpu_models)
+        return self._specs[key]
 
     def sync_inventory(self) -> list[NodeSpec]:
         return [spec for _host, spec in self._live().values()]

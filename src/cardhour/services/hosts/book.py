@@ -37,6 +37,8 @@ class HostBook:
         self, sessions: sessionmaker[Session], clock: Clock, heartbeat_timeout: timedelta
     ) -> None:
         self.sessions, self.clock, self.timeout = sessions, clock, heartbeat_timeout
+        #: host id -> (inventory text, parsed, key): the last inventory seen of each host
+        self._inventories: dict[str, tuple[str, dict[str, Any], str]] = {}
 
     def lost_reason(self, row: HostRow, now: datetime) -> str | None:
         if row.removed_at is not None:
@@ -46,15 +48,21 @@ class HostBook:
         return None
 
     def _info(self, row: HostRow, now: datetime) -> HostInfo:
+        text = row.inventory or ""
+        cached = self._inventories.get(row.id)
+        if cached is None or cached[0] != text:  # parsed once per change, not per call
+            key = hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
+            cached = self._inventories[row.id] = (text, json.loads(text) if text else {}, key)
         return HostInfo(
             row.name,
             row.data_centre,
             row.ib_leaf,
             row.ib_spine,
             row.address,
-            json.loads(row.inventory) if row.inventory else {},
+            cached[1],
             row.standin,
             self.lost_reason(row, now),
+            inventory_key=cached[2],
         )
 
     def hosts(self) -> list[HostInfo]:

@@ -86,9 +86,9 @@ async def report(
     host_id, desired = await run_in_threadpool(_record, ctx, body)
     if desired.changed:  # a container started, failed or answered: provisioning looks now
         ctx.platform.wake()
-    if wait > 0 and since is not None and desired.version == since:
-        await _watch(request, ctx.platform).wait(host_id, since, wait)
-        ctx.now = ctx.platform.clock.now()
+    held = wait > 0 and since is not None and desired.version == since
+    if held and await _watch(request, ctx.platform).wait(host_id, since or 0, wait):
+        ctx.now = ctx.platform.clock.now()  # new work came: read it
         desired = await run_in_threadpool(_desired, ctx, body.host)
     return schemas.AgentDesired(
         host=body.host,

@@ -8,7 +8,6 @@ so a thousand waiting agents cost one small query per tick, not a thousand.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
 from starlette.concurrency import run_in_threadpool
@@ -23,16 +22,19 @@ class VersionWatch:
         self._waiting: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
         self._task: asyncio.Task[None] | None = None
 
-    async def wait(self, host_id: str, since: int, timeout: float) -> None:
-        """Return once `host_id`'s version differs from `since`, or after `timeout` s."""
+    async def wait(self, host_id: str, since: int, timeout: float) -> bool:
+        """Return once `host_id`'s version differs from `since` (True), or after `timeout` s
+        (False)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (since, future)
         self._waiting.setdefault(host_id, []).append(entry)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(future), timeout)
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+            return True
+        except TimeoutError:
+            return False
         finally:
             waiters = self._waiting.get(host_id, [])
             if entry in waiters:
