@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the container images of these machines offline (no registry): a Debian base made by
 # mmdebstrap from the machine's own apt sources, piped to `podman import`, then thin stand-in
-# layers for the catalog images (src/cardhour/config/demo-fleet.yaml) and a crash image.
+# layers for the catalog images (src/cardhour/config/demo-fleet.yaml), a crash image and one
+# without sshd.
 # Idempotent: every image carries its build key as a label and is skipped when it matches; the
 # base tarball is cached under .cache/images/. See docs/dev/runtime.md.
 #
@@ -128,4 +129,5 @@ for id in "${ids[@]}"; do
   build "localhost/cardhour/$id:latest" images/standin --build-arg "IMAGE_ID=$id"
 done
 build localhost/cardhour/crash:latest images/crash
-say "done: $base:$codename, ${ids[*]}, crash"
+build localhost/cardhour/no-sshd:latest images/no-sshd
+say "done: $base:$codename, ${ids[*]}, crash, no-sshd"

@@ -66,3 +66,21 @@ def test_a_killed_agent_s_instance_runs_again_elsewhere_and_its_restart_leaves_n
     wait_for(lambda: hosts.containers(gone) == [], 30, "the orphaned container removed")
     assert len(hosts.containers(other)) == 1
     assert instance(hosts, user, ident)["status"] == "running"
+
+
+def test_a_removed_host_s_agent_removes_its_containers_and_exits(
+    hosts: Hosts, tmp_path: Path
+) -> None:
+    hosts.join("a", "127.0.1.9", "H100:2")
+    _, public = keypair(tmp_path, "renter")
+    user = renter(hosts, public)
+    r = hosts.call("POST", "/instances", user, json={"gpu": "H100", "count": 1})
+    assert r.status_code == 201, r.text
+    wait_for(lambda: instance(hosts, user, r.json()["id"])["status"] == "running", 90, "running")
+    assert len(hosts.containers("a")) == 1
+    removed = hosts.call("DELETE", f"/admin/hosts/{hosts.name('a')}", hosts.admin)
+    assert removed.status_code == 200, removed.text
+    agent = hosts.agents.pop("a")
+    assert agent.wait(timeout=60) == 2  # "the control plane refused this host", one line
+    assert "refused this host" in hosts.log("a")
+    assert hosts.containers("a") == []  # nothing of a renter's is left running there

@@ -146,6 +146,7 @@ def test_bad_images_fail_with_a_clear_reason_and_no_charge(hosts: Hosts, tmp_pat
         "docker.io/library/ubuntu:22.04": (422, "not from an allowed registry"),
         "localhost/cardhour/no-such-image:1": (201, "is not on this host"),
         "localhost/cardhour/crash:latest": (201, "exited"),
+        "localhost/cardhour/no-sshd:latest": (201, "has no /usr/sbin/sshd"),
     }
     for image, (status, reason) in cases.items():
         r = hosts.call("POST", "/instances", user, json={"gpu": "H100", "count": 1, "image": image})

@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from cardhour.api.schemas.hosts import ADDRESS
+
 
 class AgentSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CARDHOUR_AGENT__")
@@ -22,6 +24,8 @@ class AgentSettings(BaseSettings):
     )
     address: str = Field(
         default="127.0.0.1",
+        max_length=253,
+        pattern=ADDRESS,
         description="The address renters reach this server's published ports at (reported "
         "to the control plane); ports are published on it.",
     )

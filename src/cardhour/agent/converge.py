@@ -75,7 +75,11 @@ class Converger:
             del self.failed[name]
         reports = []
         for name, spec in want.items():
-            report = self._report(name, spec)
+            try:
+                report = self._report(name, spec)
+            except RuntimeFailure as exc:  # this container only: the others still report
+                log.warning("cannot look at %s: %s", name, exc)
+                report = {"workload": name, "state": PENDING, "error": str(exc)}
             settled &= report["state"] in (FAILED, EXITED) or (
                 report["state"] == RUNNING and "probes" in report
             )
@@ -96,6 +100,12 @@ class Converger:
         except RuntimeFailure as exc:
             log.warning("cannot start %s: %s", name, exc)
             self.failed[name] = (str(spec["fingerprint"]), str(exc))
+        except (KeyError, TypeError, ValueError) as exc:  # a spec this agent cannot read
+            log.warning("cannot start %s: bad spec: %r", name, exc)
+            self.failed[name] = (
+                str(spec.get("fingerprint")),
+                f"the agent cannot read its spec: {exc!r}",
+            )
 
     def container_spec(self, spec: dict[str, Any]) -> ContainerSpec:
         """The runtime's spec of a wanted container. RuntimeFailure when it asks for a GPU this
@@ -161,6 +171,9 @@ class Converger:
             return report | {"state": PENDING}
         report["state"] = RUNNING
         probes = self._probes(box, spec, status, report["ports"])
+        if probes is not None and "no_sshd" in probes:
+            error = f"the image {spec['image']} has no /usr/sbin/sshd: SSH cannot be offered"
+            return report | {"state": FAILED, "error": error}
         if probes is not None:
             report["probes"] = probes
             applied = self._peers(box, spec, status)
@@ -217,6 +230,10 @@ class Converger:
                 name, "/root/.ssh/authorized_keys", "/run/cardhour/authorized_keys"
             )
             if out is None:
+                if self._lacks_sshd(name):
+                    probes = {"no_sshd": "true"}
+                    self.probes[name] = (started, probes)
+                    return probes
                 return None  # the entrypoint has not installed them yet (or the process ended)
             if "22" in ports and not ssh_greets(self.address, ports["22"]):
                 return None
@@ -231,6 +248,13 @@ class Converger:
             probes["all_reduce"] = self._all_reduce(name, gpus)
         self.probes[name] = (started, probes)
         return probes
+
+    def _lacks_sshd(self, name: str) -> bool:
+        try:
+            code, _ = self.runtime.exec(name, ["test", "-x", "/usr/sbin/sshd"], 30)
+        except RuntimeFailure:
+            return False  # not running any more: the next pass reports how it ended
+        return code == 1
 
     def _cluster_key(self, name: str) -> str | None:
         """The public half of the node's own key (made in the container on first ask), which

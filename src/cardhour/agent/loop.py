@@ -25,7 +25,7 @@ from cardhour.client.connection import ApiError
 from cardhour.client.hosts import AgentChannel
 from cardhour.core.errors import InvalidInput
 from cardhour.runtime import cdi
-from cardhour.runtime.base import ContainerRuntime
+from cardhour.runtime.base import LABEL_HOST, ContainerRuntime
 from cardhour.runtime.detect import detect
 from cardhour.runtime.docker import DockerRuntime
 from cardhour.runtime.podman import PodmanRuntime
@@ -56,11 +56,16 @@ class Agent:
     def credential(self, stop: threading.Event | None = None) -> Credential:
         """The saved credential, or a new one traded for the join token (then saved). A saved
         credential for another server is not reused. InvalidInput when there is neither; Revoked
-        when the control plane refuses the token. While the control plane cannot be reached (or
-        answers 5xx) the join is retried with a backoff until `stop` is set."""
+        when the control plane refuses the token and there is no saved credential to fall back
+        on (the join command run again, e.g. by a service unit, keeps working). While the
+        control plane cannot be reached (or answers 5xx) the join is retried with a backoff
+        until `stop` is set."""
+        saved = None
         if self.path.exists():
             saved = Credential(**json.loads(self.path.read_text()))
-            if saved.server == self.settings.server and not self.settings.token:
+            if saved.server != self.settings.server:
+                saved = None
+            elif not self.settings.token:
                 return saved
         if not self.settings.token:
             raise InvalidInput(
@@ -75,6 +80,9 @@ class Agent:
                     joined = channel.join(self.settings.token)
                     break
                 except ApiError as exc:
+                    if 400 <= exc.status < 500 and saved is not None:
+                        log.info("the token was refused (%s): using the saved credential", exc)
+                        return saved
                     if 400 <= exc.status < 500:
                         raise Revoked(exc.message) from exc
                     pause = _backoff(failures)
@@ -146,7 +154,9 @@ class Agent:
                     address=s.address,
                     runtime=runtime.name,
                     standin=s.standin_gpus is not None,
-                    containers=[ContainerReportIn(**r) for r in reports],
+                    containers=None
+                    if reports is None
+                    else [ContainerReportIn(**r) for r in reports],
                 )
                 try:
                     answer = channel.report(
@@ -154,6 +164,9 @@ class Agent:
                     )
                 except ApiError as exc:
                     if exc.status in (401, 403):
+                        stop.set()  # the worker starts nothing more
+                        worker.join(120)
+                        _remove_all(runtime, me.host)
                         raise Revoked(exc.message) from exc
                     pause = _backoff(failures)
                     failures += 1
@@ -180,13 +193,19 @@ class ConvergeWorker:
         self.poll_seconds = poll_seconds
         self._lock = threading.Lock()
         self._desired: list[dict[str, Any]] | None = None
-        self._reports: list[dict[str, Any]] = []
+        self._reports: list[dict[str, Any]] | None = None  # None: no step yet
         self._settled = False
         self._work = threading.Event()
         self._news = threading.Event()
 
     def start(self, stop: threading.Event) -> None:
-        threading.Thread(target=self._run, args=(stop,), name="converge", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, args=(stop,), name="converge")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait for the step in progress (after `stop` was set)."""
+        self._thread.join(timeout)
 
     def offer(self, desired: list[dict[str, Any]]) -> None:
         """Step on `desired` soon; a changed list is unsettled until a step says otherwise."""
@@ -195,10 +214,11 @@ class ConvergeWorker:
                 self._desired, self._settled = desired, False
         self._work.set()
 
-    def latest(self) -> tuple[list[dict[str, Any]], bool]:
-        """The last step's reports, and whether nothing is changing (no step pending)."""
+    def latest(self) -> tuple[list[dict[str, Any]] | None, bool]:
+        """The last step's reports (None before the first step: the containers are not known
+        yet), and whether nothing is changing (no step pending)."""
         with self._lock:
-            return list(self._reports), self._settled
+            return self._reports, self._settled
 
     def wait_for_news(self, timeout: float) -> None:
         self._news.wait(timeout)
@@ -216,7 +236,7 @@ class ConvergeWorker:
                 reports, settled = self.converger.step(desired)
             except Exception:  # noqa: BLE001 - the agent outlives an engine hiccup
                 log.exception("converging failed; again in %s s", self.poll_seconds)
-                reports, settled = self.latest()[0], False
+                reports, settled = self.latest()[0] or [], False
             with self._lock:
                 news = reports != self._reports or settled != self._settled
                 self._reports = reports
@@ -224,6 +244,14 @@ class ConvergeWorker:
                     self._settled = settled
             if news:
                 self._news.set()
+
+
+def _remove_all(runtime: ContainerRuntime, host: str) -> None:
+    """Remove every container of this host: it left the fleet (removed by the operator), so
+    none of them is a renter's any more."""
+    for container in runtime.list({LABEL_HOST: host}):
+        log.warning("removing %s: this host left the fleet", container.name)
+        runtime.remove(container.name)
 
 
 def _backoff(failures: int) -> int:

@@ -165,3 +165,36 @@ def test_a_control_plane_restarted_mid_provision_finishes_the_launch_once(
         assert [e["to_status"] for e in shown["events"]].count("running") == 1
         assert len(agent.report()["containers"]) == 1
     again.stop()
+
+
+def test_hosts_are_not_lost_while_a_restarted_control_plane_waits_for_their_agents(
+    hosts_api: HostsApi,
+) -> None:
+    """A control plane down for longer than the heartbeat timeout (an upgrade) gives agents a
+    timeout's time to find it again before it calls any host lost: nothing is replaced."""
+    api = hosts_api
+    agent = api.enrol("box")
+    api.settle()
+    user = api.signup()
+    made = _launch(api, user)
+    api.settle()
+    agent.run_all()
+    api.settle()
+    assert _get(api, user, made["id"])["status"] == "running"
+    api.platform.stop()
+    api.clock.advance(3 * LOST_AFTER)  # the control plane is down for two minutes
+
+    again = Platform(api.platform.settings, clock=api.clock)
+    with TestClient(create_app(again)) as client:
+        restarted = HostsApi(client, again, api.clock, api.admin)
+        restarted.settle(HEARTBEAT)
+        assert _get(restarted, user, made["id"])["status"] == "running"
+        agent.client = client
+        agent.run_all()  # the agent is back within the timeout
+        restarted.settle(LOST_AFTER)
+        agent.run_all()
+        restarted.settle(HEARTBEAT)
+        shown = _get(restarted, user, made["id"])
+        assert shown["status"] == "running" and shown["nodes"] == ["box"]
+        assert [e["to_status"] for e in shown["events"]].count("running") == 1
+    again.stop()

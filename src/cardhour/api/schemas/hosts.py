@@ -12,6 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: an IP address (v4 or v6) or a DNS name: no spaces, no newlines, nothing an ssh config reads
+ADDRESS = r"^[A-Za-z0-9:][A-Za-z0-9.:-]*$"
+NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -20,8 +24,12 @@ class _Strict(BaseModel):
 class HostCreate(_Strict):
     name: str = Field(examples=["bj1-h100-017"], description="The host's node id in the fleet.")
     data_centre: str = Field(examples=["bj1"])
-    ib_leaf: str | None = Field(default=None, description="Its InfiniBand leaf switch, if any.")
-    ib_spine: str | None = Field(default=None, description="The leaf's spine.")
+    ib_leaf: str | None = Field(
+        default=None, max_length=64, pattern=NAME, description="Its InfiniBand leaf, if any."
+    )
+    ib_spine: str | None = Field(
+        default=None, max_length=64, pattern=NAME, description="The leaf's spine."
+    )
 
 
 class HostRead(BaseModel):
@@ -83,10 +91,20 @@ class AgentReport(_Strict):
         description="gpus (nvidia-smi query rows), topology (`nvidia-smi topo -m`), ibstat, "
         "cpus, memory_mb, disk_gb; sent on the first report and whenever it changes.",
     )
-    address: str | None = Field(default=None, description="Where its published ports answer.")
-    runtime: str | None = None
+    address: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=ADDRESS,
+        description="Where its published ports answer: an IP address or a DNS name (it goes "
+        "into renters' ssh configs, so nothing else).",
+    )
+    runtime: str | None = Field(default=None, max_length=16, pattern=NAME)
     standin: bool | None = None
-    containers: list[ContainerReportIn] = []
+    containers: list[ContainerReportIn] | None = Field(
+        default=None,
+        description="Each wanted container as the engine holds it; absent or null: not known "
+        "yet (an agent that just started and has not looked), so nothing is concluded from it.",
+    )
 
 
 class AgentDesired(BaseModel):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from cardhour.agent.config import AgentSettings
 from cardhour.agent.loop import Agent, Revoked
@@ -44,7 +45,12 @@ def agent(
         "address": address,
         "standin_gpus": standin_gpus,
     }
-    settings = AgentSettings(**{k: v for k, v in given.items() if v is not None})
+    try:
+        settings = AgentSettings(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(f"setting {where}: {first['msg']}") from exc
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stop = threading.Event()

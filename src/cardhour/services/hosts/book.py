@@ -37,12 +37,17 @@ class HostBook:
         self, sessions: sessionmaker[Session], clock: Clock, heartbeat_timeout: timedelta
     ) -> None:
         self.sessions, self.clock, self.timeout = sessions, clock, heartbeat_timeout
+        #: no host is lost for silence before this: agents need a heartbeat timeout to find a
+        #: control plane that was down (an upgrade must not replace every running instance)
+        self.trusting_since = clock.now()
         #: host id -> (inventory text, parsed, key): the last inventory seen of each host
         self._inventories: dict[str, tuple[str, dict[str, Any], str]] = {}
 
     def lost_reason(self, row: HostRow, now: datetime) -> str | None:
         if row.removed_at is not None:
             return "host removed by the operator"
+        if now - self.trusting_since <= self.timeout:
+            return None
         if row.last_seen_at is None or now - as_utc(row.last_seen_at) > self.timeout:
             return f"no heartbeat from its agent for over {self.timeout.total_seconds():.0f} s"
         return None

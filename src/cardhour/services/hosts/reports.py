@@ -42,15 +42,16 @@ def record(
     session: Session,
     host: HostRow,
     now: datetime,
-    containers: list[ContainerReport],
+    containers: list[ContainerReport] | None,
     inventory: dict[str, Any] | None = None,
     address: str | None = None,
     runtime: str | None = None,
     standin: bool | None = None,
 ) -> Desired:
     """Apply one report to `host` and return what is wanted on it (`changed`: whether the
-    report told something new, so the reconcilers have something to look at)."""
-    for report in containers:
+    report told something new, so the reconcilers have something to look at). `containers`
+    None: the agent does not know yet (it just started): what was last reported stands."""
+    for report in containers or []:
         if report.state not in STATES:
             raise InvalidInput(f"container state {report.state!r}; one of {', '.join(STATES)}")
         for value in report.detail.values():
@@ -68,6 +69,9 @@ def record(
         host.runtime = runtime
     if standin is not None:
         host.standin = standin
+    if containers is None:
+        session.flush()
+        return replace(desired(session, host), changed=changed)
     reported = {r.workload: r for r in containers}
     for row in store.containers_of_host(session, host.id):
         found = reported.get(row.workload)

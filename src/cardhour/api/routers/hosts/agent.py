@@ -50,12 +50,18 @@ def _watch(request: Request, platform: Platform) -> VersionWatch:
 def _record(ctx: Ctx, body: schemas.AgentReport) -> tuple[str, reports.Desired]:
     with ctx.tx() as session:
         host = enrolment.authenticate(session, ctx.api_key, body.host)
-        containers = [
-            reports.ContainerReport(
-                c.workload, c.state, c.model_dump(exclude={"workload", "state"}, exclude_none=True)
-            )
-            for c in body.containers
-        ]
+        containers = (
+            None
+            if body.containers is None
+            else [
+                reports.ContainerReport(
+                    c.workload,
+                    c.state,
+                    c.model_dump(exclude={"workload", "state"}, exclude_none=True),
+                )
+                for c in body.containers
+            ]
+        )
         desired = reports.record(
             session,
             host,
