@@ -46,5 +46,5 @@ class AgentSettings(BaseSettings):
         default=Path("/var/run/cdi"), description="Where stand-in GPUs' CDI spec is written."
     )
     poll_seconds: float = Field(
-        default=0.25, gt=0, description="How soon to report again while containers change."
+        default=0.1, gt=0, description="How soon to report again while containers change."
     )

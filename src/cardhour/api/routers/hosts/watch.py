@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from starlette.concurrency import run_in_threadpool
 
-TICK_SECONDS = 0.2
+TICK_SECONDS = 0.1
 
 
 class VersionWatch:
