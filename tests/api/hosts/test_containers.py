@@ -5,11 +5,14 @@ take the container away, and a lost host's instance is placed again on another h
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from fastapi.testclient import TestClient
 
 from cardhour.api.app import create_app
 from cardhour.platform import Platform
-from tests.api.hosts.conftest import HEARTBEAT, LOST_AFTER, HostsApi
+from tests.api.hosts.conftest import HEARTBEAT, LOST_AFTER, Agent, HostsApi
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl t@x"
 
@@ -133,26 +136,40 @@ def test_a_lost_host_s_instance_runs_again_on_another_host(hosts_api: HostsApi) 
     assert shown["nodes"] == ["second"]
 
 
+def _one_box_and_a_launch(api: HostsApi) -> tuple[Agent, dict[str, str], str]:
+    """Host `box` joined, a renter, and their 2-GPU launch placed on it (container wanted)."""
+    agent = api.enrol("box")
+    api.settle()
+    user = api.signup()
+    made = _launch(api, user)
+    api.settle()
+    return agent, user, str(made["id"])
+
+
+@contextmanager
+def _restarted(api: HostsApi, agent: Agent) -> Iterator[HostsApi]:
+    """The control plane stopped (a crash: nothing more from it) and a new one on the same
+    database and clock; the agent talks to the new one."""
+    api.platform.stop()
+    again = Platform(api.platform.settings, clock=api.clock)
+    try:
+        with TestClient(create_app(again)) as client:
+            agent.client = client
+            yield HostsApi(client, again, api.clock, api.admin)
+    finally:
+        again.stop()
+
+
 def test_a_control_plane_restarted_mid_provision_finishes_the_launch_once(
     hosts_api: HostsApi,
 ) -> None:
     """The server dies after the container was wanted and before it ran: a new server on the
     same database (its lease on the launch expired) takes the launch over; the agent keeps the
     one container it was given and the instance runs, billed once."""
-    api = hosts_api
-    agent = api.enrol("box")
-    api.settle()
-    user = api.signup()
-    made = _launch(api, user)
-    api.settle()
+    agent, user, ident = _one_box_and_a_launch(hosts_api)
     (wanted,) = agent.report()["containers"]
-    api.platform.stop()  # the crash: nothing more from this server
-
-    again = Platform(api.platform.settings, clock=api.clock)
-    with TestClient(create_app(again)) as client:
-        restarted = HostsApi(client, again, api.clock, api.admin)
-        agent.client = client
-        for _ in range(again.settings.reconcilers.lease_seconds // HEARTBEAT + 1):
+    with _restarted(hosts_api, agent) as restarted:
+        for _ in range(restarted.platform.settings.reconcilers.lease_seconds // HEARTBEAT + 1):
             agent.report()  # the agent heartbeats on while the dead server's lease runs out
             restarted.settle(HEARTBEAT)
         (still,) = agent.report()["containers"]
@@ -160,11 +177,10 @@ def test_a_control_plane_restarted_mid_provision_finishes_the_launch_once(
         assert still["fingerprint"] == wanted["fingerprint"]  # kept, not replaced
         agent.run_all()
         restarted.settle()
-        shown = _get(restarted, user, made["id"])
+        shown = _get(restarted, user, ident)
         assert shown["status"] == "running", shown
         assert [e["to_status"] for e in shown["events"]].count("running") == 1
         assert len(agent.report()["containers"]) == 1
-    again.stop()
 
 
 def test_hosts_are_not_lost_while_a_restarted_control_plane_waits_for_their_agents(
@@ -172,29 +188,18 @@ def test_hosts_are_not_lost_while_a_restarted_control_plane_waits_for_their_agen
 ) -> None:
     """A control plane down for longer than the heartbeat timeout (an upgrade) gives agents a
     timeout's time to find it again before it calls any host lost: nothing is replaced."""
-    api = hosts_api
-    agent = api.enrol("box")
-    api.settle()
-    user = api.signup()
-    made = _launch(api, user)
-    api.settle()
+    agent, user, ident = _one_box_and_a_launch(hosts_api)
     agent.run_all()
-    api.settle()
-    assert _get(api, user, made["id"])["status"] == "running"
-    api.platform.stop()
-    api.clock.advance(3 * LOST_AFTER)  # the control plane is down for two minutes
-
-    again = Platform(api.platform.settings, clock=api.clock)
-    with TestClient(create_app(again)) as client:
-        restarted = HostsApi(client, again, api.clock, api.admin)
+    hosts_api.settle()
+    assert _get(hosts_api, user, ident)["status"] == "running"
+    hosts_api.clock.advance(3 * LOST_AFTER)  # the control plane is down for two minutes
+    with _restarted(hosts_api, agent) as restarted:
         restarted.settle(HEARTBEAT)
-        assert _get(restarted, user, made["id"])["status"] == "running"
-        agent.client = client
+        assert _get(restarted, user, ident)["status"] == "running"
         agent.run_all()  # the agent is back within the timeout
         restarted.settle(LOST_AFTER)
         agent.run_all()
         restarted.settle(HEARTBEAT)
-        shown = _get(restarted, user, made["id"])
+        shown = _get(restarted, user, ident)
         assert shown["status"] == "running" and shown["nodes"] == ["box"]
         assert [e["to_status"] for e in shown["events"]].count("running") == 1
-    again.stop()
