@@ -36,6 +36,7 @@ import httpx
 import yaml
 from billing import NOTES_MARKER, commit, header, keep_notes, machine, md_table, text_table
 
+from cardhour.runtime.cdi import DEFAULT_FOLDER, remove_standin_spec, standin_kind
 from cardhour.settings import default_fleet_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +133,7 @@ class Platform:
                 proc.kill()
         for name in podman(["ps", "-aq", "--filter", f"label=org.cardhour.host={HOST}"]).split():
             podman(["rm", "-f", "-t", "1", name])
-        Path(f"/var/run/cdi/{HOST}.standin.cardhour-gpu.json").unlink(missing_ok=True)
+        remove_standin_spec(DEFAULT_FOLDER, standin_kind(HOST))  # the spec and its info files
 
 
 def podman(args: list[str]) -> str:

@@ -22,7 +22,7 @@ stop() {
   wait 2>/dev/null || true
   for host in box1 box2; do
     podman ps -aq --filter "label=org.cardhour.host=$host" | xargs -r podman rm -f -t 2 >/dev/null
-    rm -f "/var/run/cdi/$host.standin.cardhour-gpu.json"
+    rm -rf "/var/run/cdi/$host.standin.cardhour-gpu.json" "/var/run/cdi/$host.standin.cardhour-gpu.d"
   done
   echo "demo-hosts: stopped (state kept in $data; rm -rf it to start afresh)" >&2
 }
