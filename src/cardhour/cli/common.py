@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from cardhour.cli import config
@@ -86,3 +86,10 @@ def read_key(value: str) -> str:
         raise InvalidInput(
             f"{value!r} is neither a readable file ({why}) nor an OpenSSH public key"
         ) from exc
+
+
+def invalid_setting(exc: ValidationError) -> InvalidInput:
+    """A settings object's first validation error as the CLI's one-line error."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return InvalidInput(f"setting {where}: {first['msg']}")

@@ -24,6 +24,7 @@ import typer
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from cardhour.cli.common import invalid_setting
 from cardhour.core.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -95,9 +96,7 @@ def _settings(
     try:
         return Settings(**{k: v for k, v in flags.items() if v is not None})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InvalidInput(f"setting {where}: {first['msg']}") from exc
+        raise invalid_setting(exc) from exc
     except SettingsError as exc:
         raise InvalidInput(str(exc)) from exc
 

@@ -144,14 +144,16 @@ class HostsBackend(Backend, Probing):
                 return PollResult(MachineState.FAILED, message=_why(c))
         if not all(c.state == RUNNING and "probes" in c.report for c in wanted):
             return PollResult(MachineState.PROVISIONING)
-        if len(wanted) > 1 and not self._peers_in(external_name, wanted):
+        live = {h.name: h for h in self.directory.hosts()}
+        if len(wanted) > 1 and not self._peers_in(external_name, wanted, live):
             return PollResult(MachineState.PROVISIONING)
-        return PollResult(MachineState.RUNNING, self._connection(wanted))
+        return PollResult(MachineState.RUNNING, self._connection(wanted, live))
 
-    def _peers_in(self, external_name: str, wanted: list[ContainerInfo]) -> bool:
+    def _peers_in(
+        self, external_name: str, wanted: list[ContainerInfo], live: dict[str, HostInfo]
+    ) -> bool:
         """Whether every node of a cluster let the others in (their keys, an ssh config naming
         each node by its hostname); asks for it when not yet."""
-        live = {h.name: h for h in self.directory.hosts()}
         entries = [
             {
                 "host": str(c.spec.get("hostname") or c.host),
@@ -174,8 +176,7 @@ class HostsBackend(Backend, Probing):
     def terminate(self, external_name: str) -> None:
         self.directory.unwant(external_name)
 
-    def _connection(self, wanted: list[ContainerInfo]) -> dict[str, Any]:
-        live = {h.name: h for h in self.directory.hosts()}
+    def _connection(self, wanted: list[ContainerInfo], live: dict[str, HostInfo]) -> dict[str, Any]:
         by_host = {c.host: c for c in wanted}
         head = min(wanted, key=lambda c: int(c.spec.get("rank", 0)))
         address = live[head.host].address or head.host

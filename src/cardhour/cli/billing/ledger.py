@@ -23,7 +23,7 @@ import typer
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from cardhour.cli.common import JsonOption, out
+from cardhour.cli.common import JsonOption, invalid_setting, out
 from cardhour.core.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -66,9 +66,7 @@ def _database_url(data_dir: Path | None) -> str:
     try:
         settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InvalidInput(f"setting {where}: {first['msg']}") from exc
+        raise invalid_setting(exc) from exc
     except SettingsError as exc:
         raise InvalidInput(str(exc)) from exc
     return settings.resolved_database_url()

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from cardhour.agent.config import AgentSettings
 from cardhour.agent.loop import Agent, Revoked
+from cardhour.cli.common import invalid_setting
 from cardhour.core.errors import InvalidInput
 from cardhour.runtime.base import RuntimeFailure
 
@@ -48,9 +49,7 @@ def agent(
     try:
         settings = AgentSettings(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InvalidInput(f"setting {where}: {first['msg']}") from exc
+        raise invalid_setting(exc) from exc
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stop = threading.Event()
