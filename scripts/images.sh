@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Build the container images of these machines offline (no registry): a Debian base made by
-# mmdebstrap from the machine's own apt sources, piped to `podman import`, then thin stand-in
-# layers for the catalog images (src/cardhour/config/demo-fleet.yaml), a crash image and one
-# without sshd.
+# Build the container images of these machines offline (no registry): Debian bases made by
+# mmdebstrap from the machine's own apt sources, piped to `podman import` (the renters' base and
+# the marketplace apps' `app-python`), then thin stand-in layers for the catalog images
+# (src/cardhour/config/demo-fleet.yaml), a crash image and one without sshd.
 # Idempotent: every image carries its build key as a label and is skipped when it matches; the
 # base tarball is cached under .cache/images/. See docs/dev/runtime.md.
 #
@@ -17,6 +17,8 @@ export CONTAINERS_CONF
 podman=${PODMAN:-podman}
 packages=(python3 openssh-server iproute2 procps ca-certificates)
 base=localhost/cardhour/base
+app_packages=(python3 python3-pip python3-numpy espeak-ng tesseract-ocr ca-certificates)
+app_base=localhost/cardhour/app-python
 cache=$root/.cache/images
 key_label=org.cardhour.build-key
 t0=${EPOCHREALTIME/./}
@@ -84,12 +86,20 @@ EOF
 [ -n "$sources" ] || { echo "images: no apt source for $codename on this machine" >&2; exit 1; }
 mapfile -t mirrors <<<"$sources"
 
-# 1. the base: skipped when the image carries this key; the tarball is reused when cached
-key=$(printf '%s\n' "$codename" "${packages[*]}" "$sources" "hostkeys-removed-v1" | sha256sum | cut -c1-16)
-if [ "$(label_of "$base:$codename")" = "$key" ]; then
-  say "$base:$codename is up to date (key $key)"
-else
-  tarball=$cache/base-$codename-$key.tar
+# 1. Debian bases: skipped when the image carries its key; the tarball is reused when cached
+debian_base() {  # debian_base TAG STANDIN PACKAGE...  (STANDIN: true when it stands in for others)
+  local tag=$1 standin=$2
+  shift 2
+  local packages=("$@") name
+  name=${tag#localhost/cardhour/}
+  name=${name%%:*}
+  local key
+  key=$(printf '%s\n' "$codename" "${packages[*]}" "$sources" "hostkeys-removed-v1" | sha256sum | cut -c1-16)
+  if [ "$(label_of "$tag")" = "$key" ]; then
+    say "$tag is up to date (key $key)"
+    return
+  fi
+  local tarball=$cache/$name-$codename-$key.tar
   if [ ! -s "$tarball" ]; then
     say "mmdebstrap $codename (${packages[*]}) from ${#mirrors[@]} apt source(s)"
     # host keys are made per container by the entrypoint, never shared through the image
@@ -99,11 +109,16 @@ else
     mv "$tarball.part" "$tarball"
     say "cached $(du -h "$tarball" | cut -f1) at ${tarball#"$root"/}"
   fi
-  say "podman import $base:$codename"
+  say "podman import $tag"
   "$podman" import --quiet --change 'CMD ["/bin/bash"]' --change "LABEL $key_label=$key" \
-    --change "LABEL org.cardhour.standin=true" "$tarball" "$base:$codename" >/dev/null
-  find "$cache" -name "base-$codename-*.tar" ! -name "base-$codename-$key.tar" -delete
-fi
+    --change "LABEL org.cardhour.standin=$standin" "$tarball" "$tag" >/dev/null
+  find "$cache" -name "$name-$codename-*.tar" ! -name "$name-$codename-$key.tar" -delete
+}
+debian_base "$base:$codename" true "${packages[@]}"
+# marketplace apps' replicas (src/cardhour/backends/apps/container.py): Python with numpy and
+# the programs the demo apps call (examples/apps); no sshd, no shell tools beyond minbase
+debian_base "$app_base:$codename" false "${app_packages[@]}"
+"$podman" tag "$app_base:$codename" "$app_base:latest"  # the default of marketplace.app_image
 base_id=$("$podman" image inspect --format '{{.Id}}' "$base:$codename")
 
 # 2. thin layers: rebuilt when their Containerfile, arguments or the base changed
@@ -130,4 +145,4 @@ for id in "${ids[@]}"; do
 done
 build localhost/cardhour/crash:latest images/crash
 build localhost/cardhour/no-sshd:latest images/no-sshd
-say "done: $base:$codename, ${ids[*]}, crash, no-sshd"
+say "done: $base:$codename, $app_base:$codename, ${ids[*]}, crash, no-sshd"

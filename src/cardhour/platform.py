@@ -17,7 +17,9 @@ from typing import Any
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from cardhour.backends.apps.runtime import LocalAppRuntime
+from cardhour.backends.apps.container import container_launcher
+from cardhour.backends.apps.process import ProcessLauncher
+from cardhour.backends.apps.runtime import Launcher, LocalAppRuntime
 from cardhour.backends.base import Backend
 from cardhour.backends.hosts import HostsBackend
 from cardhour.backends.sim import SimBackend
@@ -116,7 +118,7 @@ class Platform:
         self.health = HealthReconciler(self.sessions, self.clock, self.backend, self.catalog)
         self.app_code_dir = settings.data_dir / "apps"
         self.app_runtime = LocalAppRuntime(
-            settings.data_dir / "app-replicas",
+            self._make_launcher(),
             self.clock,
             settings.marketplace.start_timeout_seconds,
             ReplicaPlacer(self.sessions, self.catalog, lambda: self.policy, self.clock),
@@ -142,6 +144,20 @@ class Platform:
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    def _make_launcher(self) -> Launcher:
+        """What runs the marketplace's replicas (`settings.marketplace.runtime`)."""
+        market = self.settings.marketplace
+        work = self.settings.data_dir / "app-replicas"
+        if market.runtime == "process":
+            return ProcessLauncher(work, market.start_timeout_seconds)
+        return container_launcher(
+            market.containers_conf,
+            work,
+            market.app_image,
+            market.wheelhouse,
+            market.start_timeout_seconds,
+        )
 
     def _make_backend(self) -> Backend:
         if self.settings.backend == "slurm":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -100,6 +101,24 @@ class MarketplaceSettings(BaseModel):
     demo_apps_dir: Path | None = Field(
         default=None,
         description="Where the demo apps are (default: examples/apps of the source checkout).",
+    )
+    runtime: Literal["container", "process"] = Field(
+        default="container",
+        description="How app replicas run: `container` (each in its own image, read-only root, "
+        "no network, limits: docs/dev/marketplace.md) or `process` (local processes of the "
+        "platform's user and Python: no sandbox, only for apps the operator has reviewed).",
+    )
+    app_image: str = Field(
+        default="localhost/cardhour/app-python:latest",
+        description="The base image app images are built from (`make images` builds this one).",
+    )
+    wheelhouse: Path | None = Field(
+        default=None,
+        description="A folder of wheels: the only source of app requirements the base image "
+        "lacks (installed as named, without their dependencies, with no network).",
+    )
+    containers_conf: Path | None = Field(
+        default=None, description="A containers.conf for Podman (CONTAINERS_CONF)."
     )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cardhour.backends.apps.process import ProcessLauncher
 from cardhour.backends.apps.runtime import LocalAppRuntime
 from cardhour.core.apps import Scaling
 from cardhour.core.clock import ManualClock
@@ -28,7 +29,7 @@ def handle(request):
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[tuple[LocalAppRuntime, ManualClock]]:
     clock = ManualClock()
-    rt = LocalAppRuntime(tmp_path / "replicas", clock, start_timeout=30)
+    rt = LocalAppRuntime(ProcessLauncher(tmp_path / "replicas", 30), clock, start_timeout=30)
     yield rt, clock
     rt.stop_all()
 

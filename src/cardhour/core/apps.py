@@ -57,8 +57,13 @@ BASIS_POINTS = 10_000
 DEFAULT_DEVELOPER_SHARE_BP = 7_000  # 70% to the developer, 30% to the platform
 
 
+#: the CPU each replica is placed with on the fleet and limited to in its container (one core)
+REPLICA_CPU_MILLI = 1000
+
+
 class Resources(BaseModel):
-    """Per replica. `milli_gpu`: a fraction of one GPU (1-999) or whole GPUs (1000, 2000, …)."""
+    """Per replica (besides `REPLICA_CPU_MILLI` of CPU). `milli_gpu`: a fraction of one GPU
+    (1-999) or whole GPUs (1000, 2000, …)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,7 +1,7 @@
 """The contract between the marketplace and what runs its apps' replicas: value objects and two
 protocols, pure. `backends.apps.runtime.LocalAppRuntime` implements `AppRuntime` (replicas as
-local processes); `services.marketplace.replicas.ReplicaPlacer` implements `Placer` (a share of
-the fleet per replica, recorded before it starts).
+containers or local processes); `services.marketplace.replicas.ReplicaPlacer` implements
+`Placer` (a share of the fleet per replica, recorded before it starts).
 
 What a runtime raises that a caller may see is a `core.errors` error, mapped to HTTP by the
 API's one handler and shown as-is by the console: `Overloaded` (429: every replica is busy and
@@ -98,6 +98,11 @@ class AppRuntime(Protocol):
 
     def warm(self, spec: AppSpec) -> int:
         """Start replicas of `spec` up to its `min_replicas`; how many were started."""
+        ...
+
+    def prepare(self, spec: AppSpec) -> None:
+        """Do what every replica of `spec` needs once (an image build), so that its first cold
+        start is quick; nothing when done. Raises `Unavailable` when it cannot be done."""
         ...
 
     def missing(self, requirements: Collection[str]) -> list[str]:

@@ -1,8 +1,9 @@
 """The marketplace's slow work: calls the gateway recorded are posted to the ledger
 (`services.marketplace.earnings.settle`, in batches); developers' shares older than 7 days
 become available (`earnings.mature`); the autoscaler stops replicas idle past their app's
-`idle_seconds` (on the injected clock) down to its `min_replicas`, and starts replicas up to
-`min_replicas` (more start as calls arrive); the fleet shares of this process's replicas are
+`idle_seconds` (on the injected clock) down to its `min_replicas`, prepares every serving
+version (its image is built before its first call) and starts replicas up to `min_replicas`
+(more start as calls arrive); the fleet shares of this process's replicas are
 marked seen, and those no process has seen for a minute are released
 (`services.marketplace.replicas`). The runtime is any `core.replicas.AppRuntime`."""
 
@@ -66,11 +67,13 @@ class AppsReconciler(Reconciler):
             serving = apps.serving(session, self.code_dir)
         self.runtime.scale_down({spec.key for spec in serving}, lost)
         now = self.clock.now().timestamp()
-        for spec in serving:  # keep `min_replicas` warm: the first call does not wait
-            if spec.scaling.min_replicas and self._retry_at.get(spec.key, 0) <= now:
+        for spec in serving:  # prepared, `min_replicas` warm: the first call does not wait
+            if self._retry_at.get(spec.key, 0) <= now:
                 try:
-                    self.runtime.warm(spec)
+                    self.runtime.prepare(spec)
+                    if spec.scaling.min_replicas:
+                        self.runtime.warm(spec)
                 except Exception:  # noqa: BLE001 - no room, cannot start: calls will say why
-                    log.warning("warming %s failed", spec.key, exc_info=True)
+                    log.warning("preparing or warming %s failed", spec.key, exc_info=True)
                     self._retry_at[spec.key] = now + WARM_RETRY_SECONDS
         return expired

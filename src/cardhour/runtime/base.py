@@ -69,6 +69,9 @@ class ContainerSpec:
     read_only_root: bool = False
     network: str | None = None  # None: the engine's default bridge; "none": no network
     ssh_port: int | None = None  # with network="host": where sshd listens
+    user: str | None = None  # `uid:gid` the process runs as (None: the image's user)
+    pids_limit: int | None = None  # at most this many processes and threads
+    unprivileged: bool = False  # every capability dropped, no privileges gained by exec
 
 
 class ContainerState(StrEnum):
@@ -87,6 +90,7 @@ class ContainerStatus:
     ports: dict[int, int] = field(default_factory=dict)
     started_at: str | None = None  # the engine's timestamp, ISO 8601
     error: str = ""  # the engine's reason when it could not start the process
+    pid: int | None = None  # its first process on this host, while running
 
 
 class ContainerRuntime(ABC):
@@ -101,6 +105,20 @@ class ContainerRuntime(ABC):
     @abstractmethod
     def ensure_image(self, ref: str) -> None:
         """The image is here (pulled when missing); ImageUnavailable when it cannot be."""
+
+    @abstractmethod
+    def build(self, context: str, tag: str, labels: dict[str, str]) -> None:
+        """Build the image of `context`'s Containerfile as `tag`, with `labels`, from local
+        images only and with no network; RuntimeFailure with the build's last line."""
+
+    @abstractmethod
+    def image_labels(self, ref: str) -> dict[str, str] | None:
+        """The labels of image `ref`; None when it is not here."""
+
+    @abstractmethod
+    def run_once(self, image: str, argv: builtins.list[str], timeout: int = 60) -> tuple[int, str]:
+        """Run `argv` in a throwaway container of `image` (no network, read-only root):
+        (exit code, output). RuntimeFailure when the engine cannot run it."""
 
     @abstractmethod
     def run(self, spec: ContainerSpec) -> ContainerStatus:

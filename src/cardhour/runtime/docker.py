@@ -44,6 +44,7 @@ class DockerRuntime(PodmanRuntime):
             return False
 
     image_present = ("image", "inspect")
+    build_flags = ()
 
     def create_args(self, spec: ContainerSpec) -> list[str]:
         args = super().create_args(spec)

@@ -3,7 +3,8 @@
 How a `ContainerSpec` becomes `podman create` + `podman start` (docs/dev/runtime.md):
 - always `--init` (PID 1 forwards SIGTERM: stop is quick), the labels, `--hostname`,
   `--add-host` per `hosts`, `--env`, `--device` per CDI name, `--cpus`, `--memory <n>m`,
-  `--mount`s, `--read-only`, `--network`;
+  `--mount`s, `--read-only`, `--network`, `--user`, `--pids-limit`, and when `unprivileged`
+  `--cap-drop all --security-opt no-new-privileges`;
 - each port and, with `ssh_keys`, 22 published as `-p <publish_address>::<port>`: podman picks
   a free host port, `inspect` reports it;
 - what runs is `process_argv`: the image's ENTRYPOINT, then `sh -c <command>`, or the image's
@@ -187,6 +188,29 @@ class PodmanRuntime(ContainerRuntime):
             reason = last_line(pulled.stderr)
             raise ImageUnavailable(f"image {ref} is not on this host and its pull failed: {reason}")
 
+    #: never pull the base of a build (Docker's `build` does not pull a local image anyway)
+    build_flags: tuple[str, ...] = ("--pull=never",)
+
+    def build(self, context: str, tag: str, labels: dict[str, str]) -> None:
+        label_args = [arg for k, v in sorted(labels.items()) for arg in ("--label", f"{k}={v}")]
+        argv = ["build", "--quiet", *self.build_flags, "--network=none", *label_args, "-t", tag]
+        result = self._call([*argv, context], timeout=max(self.call_timeout, 600))
+        if result.returncode != 0:
+            raise RuntimeFailure(f"building {tag} failed: {last_line(result.stderr)}")
+
+    def image_labels(self, ref: str) -> dict[str, str] | None:
+        result = self._call(["image", "inspect", "--format", "{{json .Labels}}", ref])
+        if result.returncode != 0:
+            return None
+        return dict(json.loads(result.stdout or "null") or {})
+
+    def run_once(self, image: str, argv: builtins.list[str], timeout: int = 60) -> tuple[int, str]:
+        run = ["run", "--rm", "--network", "none", "--read-only", "--entrypoint", argv[0], image]
+        result = self._call([*run, *argv[1:]], timeout=timeout)
+        if self.engine_refused(result):
+            raise RuntimeFailure(last_line(result.stderr))
+        return result.returncode, result.stdout + result.stderr
+
     def run(self, spec: ContainerSpec) -> ContainerStatus:
         existing = self.inspect(spec.name)
         if existing is not None:
@@ -240,6 +264,12 @@ class PodmanRuntime(ContainerRuntime):
             args.append("--read-only")
         if spec.network:
             args += ["--network", spec.network]
+        if spec.user:
+            args += ["--user", spec.user]
+        if spec.pids_limit is not None:
+            args += ["--pids-limit", str(spec.pids_limit)]
+        if spec.unprivileged:
+            args += ["--cap-drop", "all", "--security-opt", "no-new-privileges"]
         argv = process_argv(*self.image_process(spec.image), spec.command)
         if spec.ssh_keys:
             entrypoint, keys = self._install_ssh(spec.name, spec.ssh_keys)
@@ -360,4 +390,5 @@ def parse_inspect(item: dict[str, Any]) -> ContainerStatus:
         ports=ports,
         started_at=None if not started or started.startswith(_NOT_STARTED) else started,
         error=str(state.get("Error") or ""),
+        pid=int(state.get("Pid") or 0) or None if not exited else None,
     )

@@ -204,7 +204,8 @@ def test_an_app_whose_requirements_are_not_installed_does_not_start(api: Api) ->
     api.top_up(caller, "1")
     r = api.client.post("/api/v1/apps/doc-search/invoke", headers=caller, json={"query": "x"})
     assert r.status_code == 503
-    assert "lacks its requirements not-a-package-here==1.0" in r.json()["error"]["message"]
+    message = r.json()["error"]["message"]
+    assert "its requirements not-a-package-here==1.0 are not available here" in message
     with transaction(api.platform.sessions) as s:
         assert s.scalars(select(AppCallRow)).all() == []  # not charged
 

@@ -1,6 +1,10 @@
-"""One replica as a local process: the version's package unpacked once, the runner
-(`runner.py`) started in it with none of the platform's environment, its port read, the process
-stopped; and which requirements the platform's Python lacks (a replica uses its packages).
+"""Replicas as local processes (`ProcessLauncher`, a `runtime.Launcher`): the version's package
+unpacked once, the runner (`runner.py`) started in it with none of the platform's environment,
+its port read, the process stopped; and which requirements the platform's Python lacks (a
+replica uses its packages).
+
+No sandbox: the app runs as the platform's OS user with its Python. For apps the operator has
+reviewed, and for tests of the gateway; the default runtime is `container.py`.
 
 Every failure to start is `core.errors.Unavailable`, naming the version (and its log).
 """
@@ -10,44 +14,63 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
-import select
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from cardhour.core.errors import Unavailable
 from cardhour.core.replicas import AppSpec, Placed
 
 
-@dataclass
-class Replica:
-    """A running replica; `in_flight` and `last_used` change under its pool's lock."""
+class ProcessLauncher:
+    """`runtime.Launcher` of local processes; a replica's handle is its `Popen`, its address
+    its port on 127.0.0.1."""
 
-    process: subprocess.Popen[bytes]
-    port: int
-    in_flight: int = 0
-    last_used: float = 0.0  # clock timestamp
-    placed: Placed | None = None
+    def __init__(self, work_dir: Path, start_timeout: float) -> None:
+        self.work_dir, self.start_timeout = work_dir, start_timeout
+
+    def prepare(self, spec: AppSpec) -> None:
+        unpack(self.work_dir, spec)
+
+    def start(self, spec: AppSpec, placed: Placed | None) -> tuple[subprocess.Popen[bytes], int]:
+        return spawn(unpack(self.work_dir, spec), spec, placed, self.start_timeout)
+
+    def alive(self, handle: subprocess.Popen[bytes]) -> bool:
+        return handle.poll() is None
+
+    def stop(self, handle: subprocess.Popen[bytes]) -> None:
+        kill(handle)
+
+    def missing(self, requirements: Collection[str]) -> list[str]:
+        return missing(requirements, installed_version)
+
+    def stop_all(self) -> None:
+        """Nothing beyond the replicas the runtime stops: a process dies with the platform."""
 
 
-def missing(requirements: Collection[str]) -> list[str]:
-    """The requirements this Python lacks: not installed, or not at an `==` pinned version
-    (other version specifiers are not checked)."""
+def installed_version(name: str) -> str | None:
+    """The version of distribution `name` this Python has, None when it has none."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def missing(requirements: Collection[str], installed: Callable[[str], str | None]) -> list[str]:
+    """The requirements `installed` (a distribution name → its version or None) does not
+    satisfy: absent, or not at an `==` pinned version (other specifiers are not checked)."""
     lacking = []
     for line in requirements:
         name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
         if name is None:
             continue
-        try:
-            have = importlib.metadata.version(name.group(0))
-        except importlib.metadata.PackageNotFoundError:
+        have = installed(name.group(0))
+        if have is None:
             lacking.append(line)
             continue
         pin = re.search(r"==\s*([^,;\s]+)", line)
@@ -56,12 +79,13 @@ def missing(requirements: Collection[str]) -> list[str]:
     return lacking
 
 
-def unpack(work_dir: Path, spec: AppSpec, lock: threading.Lock) -> Path:
-    """The version's package unpacked once under `work_dir` (concurrent cold starts of one
-    version wait on `lock` for one unpacking into a private folder, then a rename)."""
+def unpack(work_dir: Path, spec: AppSpec) -> Path:
+    """The version's package unpacked once under `work_dir`, into a private folder, then
+    renamed (the runtime holds the version's lock: one unpacking); Unavailable when it cannot
+    be."""
     folder = work_dir / spec.key.replace(":", "-")
-    with lock:
-        if not folder.exists():
+    if not folder.exists():
+        try:
             work_dir.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=work_dir))
             try:
@@ -71,17 +95,18 @@ def unpack(work_dir: Path, spec: AppSpec, lock: threading.Lock) -> Path:
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
     return folder
 
 
 def spawn(
-    work_dir: Path, spec: AppSpec, placed: Placed | None, lock: threading.Lock, timeout: float
+    folder: Path, spec: AppSpec, placed: Placed | None, timeout: float
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """Start the runner on the unpacked package and wait up to `timeout` for its port; the
-    process and the port. Unavailable (the process killed) when it does not start."""
+    """Start the runner on the unpacked package `folder` and wait up to `timeout` for its
+    port; the process and the port. Unavailable (the process killed) when it does not start."""
     try:
-        folder = unpack(work_dir, spec, lock)
-        log = (work_dir / f"{folder.name}.log").open("ab")
+        log = folder.with_name(f"{folder.name}.log").open("ab")
         # the app's code is not the platform's: none of its environment (database URL,
         # secrets) and not its working directory; where it was placed (simulated GPUs)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder),
@@ -98,7 +123,7 @@ def spawn(
             cwd=folder,
             env=env,
         )  # fmt: skip
-    except (OSError, zipfile.BadZipFile) as exc:
+    except OSError as exc:
         raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
     port = read_port(process, timeout)
     if port is None:
@@ -121,15 +146,6 @@ def read_port(process: subprocess.Popen[bytes], timeout: float) -> int | None:
     reader.start()
     reader.join(timeout)
     return found[0] if found else None
-
-
-def dropped(sock: socket.socket) -> bool:
-    """Whether an idle connection was closed by its peer (readable while idle: EOF)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
 
 
 def kill(process: subprocess.Popen[bytes]) -> None:

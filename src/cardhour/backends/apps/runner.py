@@ -1,11 +1,15 @@
 """One replica of a marketplace app: imports the package's entrypoint (`module:function`) and
-serves it on 127.0.0.1.
+serves it on 127.0.0.1 or on a Unix socket.
 
     python -m cardhour.backends.apps.runner --dir PACKAGE --entrypoint app:handle --port 0
+    python3 runner.py --dir /app --entrypoint app:handle --socket /run/cardhour/app.sock
 
 `POST /invoke` with a JSON object calls `function(object)` and answers its JSON; `GET /healthz`
-answers once the entrypoint is imported. The chosen port is printed as `port=N` on stdout. An
-exception in the app is a 500 with `{"error": ...}` (the gateway does not charge for it).
+answers once the entrypoint is imported. On TCP the chosen port is printed as `port=N` on
+stdout; on a socket, `ready` once it listens. An exception in the app is a 500 with
+`{"error": ...}` (the gateway does not charge for it).
+
+Standard library only: the container runtime copies this one file into each app's image.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import argparse
 import importlib
 import json
 import os
+import socketserver
 import sys
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,7 +36,18 @@ def load(package: str, entrypoint: str) -> Callable[[dict[str, Any]], Any]:
     return handler
 
 
-def serve(handler: Callable[[dict[str, Any]], Any], port: int) -> ThreadingHTTPServer:
+class UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+    """HTTP on a Unix socket (a replica with no network: only whoever can reach the socket
+    file calls it)."""
+
+    daemon_threads = True
+
+
+def serve(
+    handler: Callable[[dict[str, Any]], Any], port: int, socket_path: str | None = None
+) -> ThreadingHTTPServer | UnixHTTPServer:
+    """The server for `handler`: on `socket_path` when given, else on 127.0.0.1:`port`."""
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the gateway reuses its connection
         # headers and body go out in two writes: with Nagle on, the second waits for the
@@ -40,6 +56,10 @@ def serve(handler: Callable[[dict[str, Any]], Any], port: int) -> ThreadingHTTPS
 
         def log_message(self, *args: Any) -> None:  # quiet
             return
+
+        def address_string(self) -> str:  # a Unix socket's peer has no host
+            peer: Any = self.client_address
+            return str(peer[0]) if isinstance(peer, tuple) else "socket"
 
         def _answer(self, status: int, body: Any) -> None:
             data = json.dumps(body, allow_nan=False).encode()  # NaN is not JSON: the app failed
@@ -70,6 +90,14 @@ def serve(handler: Callable[[dict[str, Any]], Any], port: int) -> ThreadingHTTPS
             except Exception as exc:  # noqa: BLE001 - the app's failure, reported, not charged
                 self._answer(500, {"error": f"{type(exc).__name__}: {exc}"})
 
+    if socket_path is not None:
+        if os.path.exists(socket_path):  # a previous run's; nobody listens on it
+            os.unlink(socket_path)
+
+        class UnixHandler(Handler):
+            disable_nagle_algorithm = False  # no TCP: no Nagle, and no TCP_NODELAY to set
+
+        return UnixHTTPServer(socket_path, UnixHandler)
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     return server
@@ -80,9 +108,11 @@ def main() -> None:
     parser.add_argument("--dir", required=True)
     parser.add_argument("--entrypoint", required=True)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--socket", help="serve on this Unix socket instead of a port")
     args = parser.parse_args()
-    server = serve(load(args.dir, args.entrypoint), args.port)
-    print(f"port={server.server_address[1]}", flush=True)
+    server = serve(load(args.dir, args.entrypoint), args.port, args.socket)
+    address: Any = server.server_address
+    print("ready" if args.socket else f"port={address[1]}", flush=True)
     # nobody reads stdout after the port: the app's prints go to the replica's log (stderr)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -1,14 +1,15 @@
-"""Replicas of marketplace apps as local processes (`process.py`, `runner.py`), one HTTP port
-each: `LocalAppRuntime` implements `core.replicas.AppRuntime`.
+"""Replicas of marketplace apps, one HTTP endpoint each, started by a `Launcher`:
+`LocalAppRuntime` implements `core.replicas.AppRuntime` on this machine.
 
-This is the `sim` deployment's runtime: the app really runs (its Python code, on this host's
-CPU, with the platform's Python and packages, as the platform's OS user, with none of its
-environment); GPUs are not attached. It is no sandbox: run only apps you have reviewed. An app
-whose manifest requirements this Python lacks does not start (`Unavailable`, naming them): the
-operator installs them (the demo apps': `make install`).
+Launchers: `container.ContainerLauncher` (the default: each replica a container of the app's own
+image with a read-only root, no network, a Unix socket the gateway calls it on, CPU, memory and
+process limits) and `process.ProcessLauncher` (a local process of the platform's user and
+Python: no sandbox, for reviewed apps and the gateway's tests). GPUs are not attached: a
+replica's share of the fleet is recorded by the `Placer`, and its GPUs are only named to it
+(`CARDHOUR_NODE`, `CUDA_VISIBLE_DEVICES`).
 
 Per app version it keeps between `min_replicas` and `max_replicas`
-processes (`min_replicas` is kept when scaling down; replicas start with calls):
+replicas (`min_replicas` is kept when scaling down; replicas start with calls):
 - `call` routes to the replica with the fewest calls in flight; when every replica has
   `target_concurrency` in flight (or there is none: scale from zero) it starts one more, up to
   `max_replicas`, and the call waits for it (a cold start, bounded by `start_timeout`); beyond
@@ -23,20 +24,99 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import select
+import socket
 import threading
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from cardhour.backends.apps import process as proc
-from cardhour.backends.apps.process import Replica
 from cardhour.core.clock import Clock
 from cardhour.core.errors import Overloaded, Unavailable
 from cardhour.core.replicas import AppSpec, CallResult, Placed, Placer
 
 log = logging.getLogger("cardhour.apps")
+
+#: where a replica answers: a port on 127.0.0.1, or the host path of its Unix socket
+Address = int | str
+
+
+class Launcher(Protocol):
+    """Starts and stops single replicas; the handle it returns is its own business."""
+
+    def prepare(self, spec: AppSpec) -> None:
+        """Do the work done once per version (unpacking, an image build), so that starts are
+        quick; nothing when done. The runtime holds the version's lock. Raises
+        `core.errors.Unavailable`."""
+        ...
+
+    def start(self, spec: AppSpec, placed: Placed | None) -> tuple[Any, Address]:
+        """Start one replica of a prepared `spec` and wait until it answers (at most the
+        launcher's start timeout); its handle and address. Raises `core.errors.Unavailable`,
+        having stopped what it started."""
+        ...
+
+    def alive(self, handle: Any) -> bool:
+        """Whether the replica still runs (cheap: asked on every call)."""
+        ...
+
+    def stop(self, handle: Any) -> None:
+        """Stop it and wait until it is gone; stopping a gone replica does nothing."""
+        ...
+
+    def missing(self, requirements: Collection[str]) -> list[str]:
+        """The requirements replicas started here would lack."""
+        ...
+
+    def stop_all(self) -> None:
+        """Stop whatever replicas of this launcher still run (shutdown)."""
+        ...
+
+
+@dataclass
+class Replica:
+    """A running replica; `in_flight` and `last_used` change under its pool's lock."""
+
+    handle: Any  # the launcher's
+    address: Address
+    in_flight: int = 0
+    last_used: float = 0.0  # clock timestamp
+    placed: Placed | None = None
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket (a container replica's: it has no network)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def dropped(sock: socket.socket) -> bool:
+    """Whether an idle connection was closed by its peer (readable while idle: EOF)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def connection(address: Address, timeout: float = 120) -> http.client.HTTPConnection:
+    """A (not yet connected) connection to a replica at `address`."""
+    if isinstance(address, str):
+        return UnixHTTPConnection(address, timeout)
+    return http.client.HTTPConnection("127.0.0.1", address, timeout=timeout)
 
 
 @dataclass
@@ -45,22 +125,24 @@ class _Pool:
     replicas: list[Replica] = field(default_factory=list)
     starting: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    unpack_lock: threading.Lock = field(default_factory=threading.Lock)
+    prepare_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class LocalAppRuntime:
-    """`core.replicas.AppRuntime` with replicas as local processes (module docstring);
-    thread-safe: calls, the apps reconciler and shutdown run on different threads."""
+    """`core.replicas.AppRuntime` with replicas started by `launcher` on this machine (module
+    docstring); thread-safe: calls, the apps reconciler and shutdown run on different
+    threads."""
 
     def __init__(
         self,
-        work_dir: Path,
+        launcher: Launcher,
         clock: Clock,
         start_timeout: float = 30.0,
         placer: Placer | None = None,
     ) -> None:
-        """`placer`: where replicas go on the fleet (None: nowhere, they only run here)."""
-        self.work_dir = work_dir
+        """`start_timeout`: how long a call waits for another call's cold start (the launcher
+        bounds its own). `placer`: where replicas go on the fleet (None: nowhere)."""
+        self.launcher = launcher
         self.clock = clock
         self.start_timeout = start_timeout
         self.placer = placer
@@ -75,7 +157,7 @@ class LocalAppRuntime:
         replica = self._acquire(spec)
         started = time.perf_counter()
         try:
-            status, raw = self._post(replica.port, json.dumps(payload).encode())
+            status, raw = self._post(replica.address, json.dumps(payload).encode())
         except (OSError, http.client.HTTPException) as exc:
             raise Unavailable(f"the replica did not answer: {exc}") from exc
         finally:
@@ -90,26 +172,26 @@ class LocalAppRuntime:
             body = {"error": raw[:500].decode(errors="replace")}
         return CallResult(status, body, ms)
 
-    def _post(self, port: int, body: bytes) -> tuple[int, bytes]:
+    def _post(self, address: Address, body: bytes) -> tuple[int, bytes]:
         """POST /invoke on a keep-alive connection of this thread's (http.client: a millisecond
         less per call than httpx here, docs/benchmarks/marketplace.md). A connection the replica
         closed while idle is opened again before sending; once the request is sent it is never
         sent again (the app may have run)."""
-        conns: dict[int, http.client.HTTPConnection] = self._conns.__dict__.setdefault(
-            "by_port", {}
+        conns: dict[Address, http.client.HTTPConnection] = self._conns.__dict__.setdefault(
+            "by_address", {}
         )
-        conn = conns.get(port)
-        if conn is not None and conn.sock is not None and proc.dropped(conn.sock):
+        conn = conns.get(address)
+        if conn is not None and conn.sock is not None and dropped(conn.sock):
             conn.close()  # http.client connects again on request
         if conn is None:
-            conn = conns[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            conn = conns[address] = connection(address)
         try:
             conn.request("POST", "/invoke", body, {"Content-Type": "application/json"})
             reply = conn.getresponse()
             return reply.status, reply.read()
         except BaseException:
             conn.close()
-            del conns[port]
+            del conns[address]
             raise
 
     def replicas(self, key: str) -> int:
@@ -126,10 +208,10 @@ class LocalAppRuntime:
             if r.placed is not None
         ]
 
-    def endpoint(self, key: str) -> int | None:
-        """A replica's port (benchmarks call it directly to measure the gateway)."""
+    def endpoint(self, key: str) -> Address | None:
+        """A replica's address (benchmarks call it directly to measure the gateway)."""
         pool = self._pools.get(key)
-        return pool.replicas[0].port if pool and pool.replicas else None
+        return pool.replicas[0].address if pool and pool.replicas else None
 
     def scale_down(
         self, serving: Collection[str] | None = None, unplaced: Collection[str] = ()
@@ -145,7 +227,7 @@ class LocalAppRuntime:
             with pool.lock:
                 keep: list[Replica] = []
                 for replica in sorted(pool.replicas, key=lambda r: -r.last_used):
-                    dead = replica.process.poll() is not None
+                    dead = not self.launcher.alive(replica.handle)
                     idle = now - replica.last_used >= pool.spec.scaling.idle_seconds
                     extra = len(keep) >= pool.spec.scaling.min_replicas
                     lost = replica.placed is not None and replica.placed.replica_id in unplaced
@@ -178,9 +260,15 @@ class LocalAppRuntime:
                 pool.replicas.append(replica)
             started += 1
 
+    def prepare(self, spec: AppSpec) -> None:
+        """Make the version's first cold start quick (`Launcher.prepare`, once per version:
+        concurrent callers wait for one)."""
+        with self._pool(spec).prepare_lock:
+            self.launcher.prepare(spec)
+
     def missing(self, requirements: Collection[str]) -> list[str]:
-        """The requirements this Python lacks (`process.missing`): replicas use its packages."""
-        return proc.missing(requirements)
+        """The requirements the launcher's replicas would lack."""
+        return self.launcher.missing(requirements)
 
     def stop_all(self) -> None:
         """Stop every replica and release its share (shutdown)."""
@@ -189,6 +277,7 @@ class LocalAppRuntime:
                 for replica in pool.replicas:
                     self._stop(replica)
                 pool.replicas = []
+        self.launcher.stop_all()
 
     # -- inside ---------------------------------------------------------------------------
 
@@ -208,7 +297,7 @@ class LocalAppRuntime:
             dead: list[Replica] = []
             try:
                 with pool.lock:
-                    live = [r for r in pool.replicas if r.process.poll() is None]
+                    live = [r for r in pool.replicas if self.launcher.alive(r.handle)]
                     dead = [r for r in pool.replicas if r not in live]
                     pool.replicas = live
                     best = min(live, key=lambda r: r.in_flight, default=None)
@@ -242,25 +331,23 @@ class LocalAppRuntime:
             time.sleep(0.02)
 
     def _start(self, spec: AppSpec) -> Replica:
-        if lacking := proc.missing(spec.requirements):
+        if lacking := self.launcher.missing(spec.requirements):
             raise Unavailable(
-                f"replica of {spec.key} cannot start: this platform lacks its requirements "
-                f"{', '.join(lacking)} (replicas use the platform's Python packages: the "
-                "operator installs them)"
+                f"replica of {spec.key} cannot start: its requirements {', '.join(lacking)} "
+                "are not available here (the operator installs them: docs/dev/marketplace.md)"
             )
         placed = self.placer.place(spec.key, spec.resources) if self.placer else None
         try:
-            process, port = proc.spawn(
-                self.work_dir, spec, placed, self._pool(spec).unpack_lock, self.start_timeout
-            )
+            self.prepare(spec)
+            handle, address = self.launcher.start(spec, placed)
         except BaseException:
             if placed is not None and self.placer is not None:
                 self.placer.release(placed.replica_id)
             raise
-        return Replica(process, port, 0, self.clock.now().timestamp(), placed)
+        return Replica(handle, address, 0, self.clock.now().timestamp(), placed)
 
     def _stop(self, replica: Replica) -> None:
-        proc.kill(replica.process)
+        self.launcher.stop(replica.handle)
         if replica.placed is not None and self.placer is not None:
             try:
                 self.placer.release(replica.placed.replica_id)

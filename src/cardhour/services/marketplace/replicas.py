@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cardhour.core.apps import Resources
+from cardhour.core.apps import REPLICA_CPU_MILLI, Resources
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
 from cardhour.core.errors import CardhourError
@@ -31,7 +31,6 @@ from cardhour.services.ids import new_id
 from cardhour.store.compute import nodes as node_store
 from cardhour.store.marketplace import replicas as store
 
-REPLICA_CPU_MILLI = 1000  # one core per replica
 SEEN_TTL = timedelta(seconds=60)
 ATTEMPTS = 3  # placements raced by another one on the same node, then given up
 
