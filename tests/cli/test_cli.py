@@ -25,15 +25,18 @@ import httpx
 import pytest
 
 from cardhour.client import ApiError, CardhourClient
+from cardhour.runtime.podman import PodmanRuntime
+from tests.runtime.conftest import CONF, REPO, runtime  # noqa: F401 - Podman, images built
 
 CARDHOUR = Path(sys.executable).parent / "cardhour"
 UP_LINE = re.compile(r"cardhour is up at (http://\S+)")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """The test process's environment without any CARDHOUR_* setting of the developer's."""
+    """The test process's environment without any CARDHOUR_* setting of the developer's; app
+    replicas as processes, as everywhere in the suite (tests/conftest.py) unless `extra` says."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARDHOUR_")}
-    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+    return {**env, "PYTHONUNBUFFERED": "1", "CARDHOUR_MARKETPLACE__RUNTIME": "process", **extra}
 
 
 @dataclass
@@ -231,8 +234,19 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     one_line_error(bad_dir, "invalid_input")
 
 
-def test_up_lists_the_demo_apps_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
-    srv = start_server(tmp_path)
+def test_up_lists_the_demo_apps_and_stops_cleanly_on_sigterm(
+    tmp_path: Path,
+    runtime: PodmanRuntime,  # noqa: F811 - the app base image is built
+) -> None:
+    """On the default runtime (containers), with the wheelhouse `make demo` uses: every demo
+    app's requirements are in the app base image or the wheelhouse, so all three are listed."""
+    subprocess.run(["make", "-s", "app-wheels"], cwd=REPO, check=True, timeout=600)
+    srv = start_server(
+        tmp_path,
+        CARDHOUR_MARKETPLACE__RUNTIME="container",
+        CARDHOUR_MARKETPLACE__CONTAINERS_CONF=str(CONF),
+        CARDHOUR_MARKETPLACE__WHEELHOUSE=str(REPO / ".cache" / "wheels"),
+    )
     try:
         assert httpx.get(f"{srv.url}/api/v1/health", timeout=10).json()["status"] == "ok"
         listed = httpx.get(f"{srv.url}/api/v1/apps", timeout=10).json()

@@ -33,6 +33,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -122,7 +123,10 @@ class ContainerLauncher:
     def start(self, spec: AppSpec, placed: Placed | None) -> tuple[ContainerReplica, str]:
         image = self.image(spec)
         name = f"ch-app-{_slug(spec.key)}-{os.getpid()}-{next(self._counter)}"
-        socket_dir = self._socket_dir(name)
+        try:
+            socket_dir = self._socket_dir(name)
+        except OSError as exc:
+            raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
         env = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         if placed is not None:
             env |= {"CARDHOUR_NODE": placed.node,
@@ -213,7 +217,7 @@ class ContainerLauncher:
             labels = self.engine.image_labels(tag)
             if labels is None or labels.get(LABEL_BUILD) != key:
                 self._build(spec, tag, key)
-        except RuntimeFailure as exc:
+        except (RuntimeFailure, OSError) as exc:
             raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
         self._built.add(tag)
         return tag
@@ -312,6 +316,10 @@ class ContainerLauncher:
         """A folder for the replica's socket that only the container's user may write in."""
         folder = self._sockets / name
         self._sockets.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(self._sockets)  # in /tmp: refuse a folder someone else made
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            raise Unavailable(f"{self._sockets} is not a folder of this user: remove it")
+        self._sockets.chmod(0o700)
         folder.mkdir(mode=0o700, exist_ok=True)
         uid, gid = (int(part) for part in USER.split(":"))
         if os.geteuid() == 0:
