@@ -34,7 +34,9 @@ def create_app(platform: Platform) -> FastAPI:
     app.state.platform = platform
     errors.install(app)
     apps.mount_gateway(app, "/api/v1")
+    # agents first: every host's heartbeat is matched against the routes before it in order
     for module in (
+        agent,
         auth,
         billing,
         offers,
@@ -52,7 +54,6 @@ def create_app(platform: Platform) -> FastAPI:
         ssh_keys,
         health,
         admin_hosts,
-        agent,
     ):
         app.include_router(module.router, prefix="/api/v1")
     mount_console(app)

@@ -48,8 +48,11 @@ def get_platform(request: Request) -> Platform:
     return platform
 
 
-def get_ctx(
-    platform: Platform = Depends(get_platform),
+async def get_ctx(
+    request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
 ) -> Ctx:
+    """`async` though it waits on nothing: FastAPI runs a plain function dependency in its
+    threadpool, a thread hop per request for nothing."""
+    platform = get_platform(request)
     return Ctx(platform, platform.clock.now(), credentials.credentials if credentials else None)

@@ -11,6 +11,7 @@ starts fast.
 from __future__ import annotations
 
 import contextlib
+import gc
 import shutil
 import signal
 import socket
@@ -76,6 +77,12 @@ def up(
         )
         signal.signal(signal.SIGTERM, _interrupt)
         platform.start()
+        # what start-up made (the catalog, compiled kernels, SQLAlchemy's metadata, the app)
+        # lives as long as the process: out of the collector's sight, a full collection walks
+        # only what requests and reconcilers keep (measured with 500 agents: 19-80 ms, not the
+        # 160-360 ms gen-2 pauses without it)
+        gc.collect()
+        gc.freeze()
         url = _url(settings.host, sock.getsockname()[1])
         _banner(url, email, password, settings.data_dir, listed)
         # uvicorn shuts down gracefully on a signal, then re-raises it: KeyboardInterrupt here.

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.errors import InvalidInput
 from cardhour.core.hosts import PENDING, STATES
-from cardhour.db.models import HostRow
+from cardhour.db.models import HostContainerRow, HostRow
 from cardhour.store.hosts import hosts as store
 
 MAX_REPORT_TEXT = 64_000  # per probe / log field: a report is not a log shipper
@@ -73,22 +73,26 @@ def record(
         session.flush()
         return replace(desired(session, host), changed=changed)
     reported = {r.workload: r for r in containers}
+    kept = []
     for row in store.containers_of_host(session, host.id):
         found = reported.get(row.workload)
         if found is None and not row.wanted:
             store.delete_container(session, host.id, row.workload)
             continue
+        kept.append(row)
         state = found.state if found is not None else PENDING
         detail = json.dumps(found.detail, sort_keys=True) if found is not None else None
         if (row.state, row.report) != (state, detail):
             row.state, row.report, row.updated_at = state, detail, now
             changed = True
     session.flush()
-    return replace(desired(session, host), changed=changed)
+    return replace(desired(session, host, kept), changed=changed)
 
 
-def desired(session: Session, host: HostRow) -> Desired:
-    rows = store.containers_of_host(session, host.id)
+def desired(session: Session, host: HostRow, rows: list[HostContainerRow] | None = None) -> Desired:
+    """What is wanted on `host`; `rows`: its containers when the caller has just read them."""
+    if rows is None:
+        rows = store.containers_of_host(session, host.id)
     return Desired(host.desired_version, [json.loads(r.spec) for r in rows if r.wanted])
 
 
