@@ -12,6 +12,7 @@ import pytest
 
 from cardhour.runtime.base import (
     LABEL_WORKLOAD,
+    PRIVATE,
     ContainerSpec,
     ContainerState,
     ImageUnavailable,
@@ -292,3 +293,63 @@ def test_the_process_is_the_images_entrypoint_then_the_command_or_its_cmd() -> N
         "-c",
         "python3 train.py",
     ]
+
+
+def _networks(runtime: PodmanRuntime) -> set[str]:
+    out = subprocess.run(
+        ["podman", "network", "ls", "--format", "{{.Name}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=runtime._env(),
+    ).stdout
+    return set(out.split())
+
+
+def test_private_networks_keep_containers_apart_and_go_with_them(
+    runtime: PodmanRuntime, names: Names, host_label: dict[str, str]
+) -> None:
+    """Renters' containers on one host (`network="private"`): neither reaches the other's
+    unpublished port, both still publish theirs on the host; the network goes with its
+    container, also when the container could not start, and `prune_networks` removes one a
+    removal cut short left."""
+    server, client = names(), names()
+    serve = "exec python3 -m http.server 8080 --bind 0.0.0.0"
+    runtime.run(
+        ContainerSpec(
+            server, BASE, labels=host_label, command=serve, ports=(8080,), network=PRIVATE
+        )
+    )
+    runtime.run(ContainerSpec(client, BASE, labels=host_label, network=PRIVATE))
+    assert {server, client} <= _networks(runtime)
+    address = runtime.exec(server, ["sh", "-c", "hostname -I"])[1].split()[0]
+    port = runtime.inspect(server).ports[8080]  # type: ignore[union-attr]
+    wait_for(lambda: _answers(f"http://127.0.0.1:{port}/"))  # published: the host reaches it
+    probe = f"import socket; socket.create_connection(('{address}', 8080), timeout=3)"
+    code, out = runtime.exec(client, ["python3", "-c", probe])
+    assert code != 0 and ("timed out" in out or "unreachable" in out), out
+    code, _ = runtime.exec(server, ["python3", "-c", probe.replace(address, "127.0.0.1")])
+    assert code == 0  # the server itself listens: only the other container is kept out
+
+    runtime.remove(server)
+    assert server not in _networks(runtime)
+    failed = names()
+    status = runtime.run(
+        ContainerSpec(failed, BASE, devices=("nope.example/gpu=1",), network=PRIVATE)
+    )
+    assert status.error and failed in _networks(runtime)
+    runtime.remove(failed)
+    assert failed not in _networks(runtime)
+
+    left = names()  # a network whose container is gone (an agent killed in between)
+    runtime._private_network(left, host_label)
+    runtime.prune_networks(host_label)
+    assert left not in _networks(runtime)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        return False

@@ -22,6 +22,7 @@ from cardhour.core.hosts import EXITED, FAILED, PENDING, RUNNING
 from cardhour.runtime.base import (
     LABEL_HOST,
     LABEL_WORKLOAD,
+    PRIVATE,
     ContainerRuntime,
     ContainerSpec,
     ContainerState,
@@ -47,9 +48,16 @@ class Converger:
     failed: dict[str, tuple[str, str]] = field(default_factory=dict)  # workload -> (fp, why)
     probes: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # by start
     applied: dict[str, tuple[str, str]] = field(default_factory=dict)  # peers: (start, digest)
+    pruned: bool = False  # this host's unused private networks removed (once per agent)
 
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
+        if not self.pruned:
+            try:  # networks a removal cut short left (the agent died between the two)
+                self.runtime.prune_networks({LABEL_HOST: self.host})
+                self.pruned = True
+            except RuntimeFailure as exc:
+                log.warning("cannot prune this host's unused networks: %s", exc)
         want = {str(s["workload"]): s for s in desired}
         have = {
             c.labels.get(LABEL_WORKLOAD, c.name): c
@@ -145,7 +153,8 @@ class Converger:
             mounts=tuple(mounts),
             hosts={str(k): str(v) for k, v in (spec.get("hosts") or {}).items()},
             hostname=spec.get("hostname"),
-            network="host" if host_network else None,
+            # renters' containers on one host never reach each other's unpublished ports
+            network="host" if host_network else PRIVATE,
             ssh_port=ssh_port,
         )
 

@@ -19,6 +19,10 @@ LABEL_HOST = "org.cardhour.host"
 LABEL_WORKLOAD = "org.cardhour.workload"
 
 
+#: `ContainerSpec.network` for a container on a network of its own, named as it is
+PRIVATE = "private"
+
+
 class RuntimeFailure(Exception):
     """The engine could not do what was asked (not reachable, bad spec); retry may help."""
 
@@ -67,7 +71,10 @@ class ContainerSpec:
     hosts: dict[str, str] = field(default_factory=dict)
     hostname: str | None = None
     read_only_root: bool = False
-    network: str | None = None  # None: the engine's default bridge; "none": no network
+    #: None: the engine's default bridge (every container on it can reach the others);
+    #: "private": a network of its own, isolated from the other containers' (renters');
+    #: "none": no network; "host": the host's
+    network: str | None = None
     ssh_port: int | None = None  # with network="host": where sshd listens
     user: str | None = None  # `uid:gid` the process runs as (None: the image's user)
     pids_limit: int | None = None  # at most this many processes and threads
@@ -139,7 +146,11 @@ class ContainerRuntime(ABC):
 
     @abstractmethod
     def remove(self, name: str) -> None:
-        """Remove it, stopping it first; silent when gone."""
+        """Remove it, stopping it first, and its private network; silent when gone."""
+
+    @abstractmethod
+    def prune_networks(self, labels: dict[str, str]) -> None:
+        """Remove the private networks carrying all of `labels` that no container uses."""
 
     @abstractmethod
     def logs(self, name: str, lines: int = 20) -> str:

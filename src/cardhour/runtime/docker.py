@@ -45,9 +45,10 @@ class DockerRuntime(PodmanRuntime):
 
     image_present = ("image", "inspect")
     build_flags = ()
+    private_network_opts = ()  # Docker isolates user-defined bridge networks from each other
 
-    def create_args(self, spec: ContainerSpec) -> list[str]:
-        args = super().create_args(spec)
+    def create_args(self, spec: ContainerSpec, entrypoint: list[str], cmd: list[str]) -> list[str]:
+        args = super().create_args(spec, entrypoint, cmd)
         indexes = [n.split("=", 1)[1] for n in spec.devices if not n.startswith(NVIDIA_KIND + "=")]
         if indexes and "NVIDIA_VISIBLE_DEVICES" not in spec.env:
             args[:0] = ["--env", "NVIDIA_VISIBLE_DEVICES=" + ",".join(indexes)]
@@ -77,6 +78,7 @@ class DockerRuntime(PodmanRuntime):
         result = self._call(["rm", "--force", "--volumes", name], timeout=90)
         if result.returncode != 0 and "no such container" not in result.stderr.lower():
             raise RuntimeFailure(last_line(result.stderr))
+        self._remove_network(name)
         self._forget(name)
 
     def engine_refused(self, result: subprocess.CompletedProcess[str]) -> bool:

@@ -3,8 +3,9 @@
 How a `ContainerSpec` becomes `podman create` + `podman start` (docs/dev/runtime.md):
 - always `--init` (PID 1 forwards SIGTERM: stop is quick), the labels, `--hostname`,
   `--add-host` per `hosts`, `--env`, `--device` per CDI name, `--cpus`, `--memory <n>m`,
-  `--mount`s, `--read-only`, `--network`, `--user`, `--pids-limit`, and when `unprivileged`
-  `--cap-drop all --security-opt no-new-privileges`;
+  `--mount`s, `--read-only`, `--network` (`private`: a network of the container's own name,
+  made first with netavark's `isolate`, removed with it), `--user`, `--pids-limit`, and when
+  `unprivileged` `--cap-drop all --security-opt no-new-privileges`;
 - each port and, with `ssh_keys`, 22 published as `-p <publish_address>::<port>`: podman picks
   a free host port, `inspect` reports it;
 - what runs is `process_argv`: the image's ENTRYPOINT, then `sh -c <command>`, or the image's
@@ -12,8 +13,10 @@ How a `ContainerSpec` becomes `podman create` + `podman start` (docs/dev/runtime
 - with `ssh_keys` that process runs behind `entrypoint.sh` (installed into `entrypoint_dir` and
   mounted read-only with a file of the keys at `/.cardhour/`), which starts sshd first.
 
-Image refs under `localhost/` are local builds: they are never pulled (a pull would retry a
-registry at https://localhost for 3 s). Every podman call gets `CONTAINERS_CONF=conf` when set.
+One `podman run --detach` creates and starts it, after one `image inspect` for the image's
+ENTRYPOINT and CMD (a pull only when that fails). Image refs under `localhost/` are local
+builds: they are never pulled (a pull would retry a registry at https://localhost for 3 s).
+Every podman call gets `CONTAINERS_CONF=conf` when set.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cardhour.runtime.base import (
+    PRIVATE,
     ContainerRuntime,
     ContainerSpec,
     ContainerState,
@@ -215,24 +219,27 @@ class PodmanRuntime(ContainerRuntime):
         existing = self.inspect(spec.name)
         if existing is not None:
             return existing
-        self.ensure_image(spec.image)
-        created = self._call(["create", *self.create_args(spec)])
-        if created.returncode != 0:
-            existing = self.inspect(spec.name)  # made meanwhile by another caller
-            if existing is not None:
-                return existing
-            self._forget(spec.name)
-            raise RuntimeFailure(last_line(created.stderr))
-        started = self._call(["start", spec.name])
+        entrypoint, cmd = self.image_config(spec.image)
+        if spec.network == PRIVATE:
+            self._private_network(spec.name, spec.labels)
+        # create and start in one call (`run --detach`): a process start less per container
+        created = self._call(["run", "--detach", *self.create_args(spec, entrypoint, cmd)])
         status = self.inspect(spec.name)
+        if created.returncode != 0:
+            if status is None:
+                self._forget(spec.name)
+                if spec.network == PRIVATE:
+                    self._remove_network(spec.name)
+                raise RuntimeFailure(last_line(created.stderr))
+            if not status.error and status.state != ContainerState.RUNNING:
+                return replace(status, error=last_line(created.stderr))
         if status is None:
             raise RuntimeFailure(f"container {spec.name} vanished as it started")
-        if started.returncode != 0 and not status.error:
-            return replace(status, error=last_line(started.stderr))
         return status
 
-    def create_args(self, spec: ContainerSpec) -> list[str]:
-        """The `create` arguments for `spec` (writes its keys file when it has ssh_keys)."""
+    def create_args(self, spec: ContainerSpec, entrypoint: list[str], cmd: list[str]) -> list[str]:
+        """The `create`/`run` arguments for `spec`, whose image declares `entrypoint` and `cmd`
+        (writes its keys file when it has ssh_keys)."""
         args = ["--name", spec.name, "--init"]
         for key, value in sorted(spec.labels.items()):
             args += ["--label", f"{key}={value}"]
@@ -263,26 +270,57 @@ class PodmanRuntime(ContainerRuntime):
         if spec.read_only_root:
             args.append("--read-only")
         if spec.network:
-            args += ["--network", spec.network]
+            args += ["--network", spec.name if spec.network == PRIVATE else spec.network]
         if spec.user:
             args += ["--user", spec.user]
         if spec.pids_limit is not None:
             args += ["--pids-limit", str(spec.pids_limit)]
         if spec.unprivileged:
             args += ["--cap-drop", "all", "--security-opt", "no-new-privileges"]
-        argv = process_argv(*self.image_process(spec.image), spec.command)
+        argv = process_argv(entrypoint, cmd, spec.command)
         if spec.ssh_keys:
-            entrypoint, keys = self._install_ssh(spec.name, spec.ssh_keys)
-            for source, target in ((entrypoint, "entrypoint.sh"), (keys, "authorized_keys")):
+            script, keys = self._install_ssh(spec.name, spec.ssh_keys)
+            for source, target in ((script, "entrypoint.sh"), (keys, "authorized_keys")):
                 args += ["--mount", f"type=bind,src={source},dst={INNER_DIR}/{target},ro=true"]
             argv = ["/bin/sh", f"{INNER_DIR}/entrypoint.sh", *argv]
         return [*args, "--entrypoint", argv[0], spec.image, *argv[1:]]
 
-    def image_process(self, ref: str) -> tuple[list[str], list[str]]:
-        """The ENTRYPOINT and CMD image `ref` declares (empty lists when it declares none)."""
-        out = self._ok(["image", "inspect", "--format", "{{json .Config}}", ref])
-        config = json.loads(out) or {}
+    def image_config(self, ref: str) -> tuple[list[str], list[str]]:
+        """The ENTRYPOINT and CMD image `ref` declares (empty lists when it declares none),
+        pulling it when it is not here (`ensure_image`): one engine call when it is."""
+        inspected = self._call(["image", "inspect", "--format", "{{json .Config}}", ref])
+        if inspected.returncode != 0:
+            self.ensure_image(ref)
+            inspected = self._call(["image", "inspect", "--format", "{{json .Config}}", ref])
+            if inspected.returncode != 0:
+                raise RuntimeFailure(last_line(inspected.stderr))
+        config = json.loads(inspected.stdout) or {}
         return list(config.get("Entrypoint") or []), list(config.get("Cmd") or [])
+
+    #: options of a private network: isolated from every other isolated network (netavark's
+    #: `isolate`, Podman 4.3+; Docker isolates user-defined bridges without being asked)
+    private_network_opts: tuple[str, ...] = ("--opt", "isolate=true")
+
+    def _private_network(self, name: str, labels: dict[str, str]) -> None:
+        """The container's own network, named as it is (made once; kept if it exists)."""
+        label_args = [a for k, v in sorted(labels.items()) for a in ("--label", f"{k}={v}")]
+        made = self._call(["network", "create", *self.private_network_opts, *label_args, name])
+        if made.returncode != 0 and "already exists" not in made.stderr.lower():
+            raise RuntimeFailure(last_line(made.stderr))
+
+    def _remove_network(self, name: str) -> None:
+        """Remove the private network of container `name`; silent when it has none."""
+        result = self._call(["network", "rm", name])
+        text = result.stderr.lower()
+        gone = ("unable to find", "not found", "no such network")
+        if result.returncode != 0 and not any(words in text for words in gone):
+            raise RuntimeFailure(last_line(result.stderr))
+
+    def prune_networks(self, labels: dict[str, str]) -> None:
+        """Remove the private networks carrying all of `labels` that no container uses (a
+        removal cut short between the container and its network)."""
+        filters = [a for k, v in sorted(labels.items()) for a in ("--filter", f"label={k}={v}")]
+        self._ok(["network", "prune", "--force", *filters])
 
     def device_args(self, devices: tuple[str, ...]) -> list[str]:
         """Engine arguments giving exactly these CDI devices."""
@@ -344,6 +382,7 @@ class PodmanRuntime(ContainerRuntime):
         result = self._call(["rm", "--force", "--volumes", "--time", "10", name], timeout=90)
         if result.returncode != 0 and not _gone(result.stderr):
             raise RuntimeFailure(last_line(result.stderr))
+        self._remove_network(name)
         self._forget(name)
 
     def logs(self, name: str, lines: int = 20) -> str:
