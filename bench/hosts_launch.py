@@ -95,8 +95,16 @@ class Platform:
         log = (self.tmp / "server.log").open("wb")
         argv = [str(BIN / "cardhour"), "up", "--backend", "hosts", "--port", port]
         argv += ["--data-dir", str(self.tmp / "data")]
-        self.procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=log))
-        wait_until(lambda: "cardhour is up" in (self.tmp / "server.log").read_text(), 300, "up")
+        server = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
+        self.procs.append(server)
+
+        def up() -> bool:
+            if server.poll() is not None:
+                tail = (self.tmp / "server.log").read_text().strip().splitlines()[-1:]
+                raise SystemExit(f"bench: cardhour up exited {server.returncode}: {tail}")
+            return "cardhour is up" in (self.tmp / "server.log").read_text()
+
+        wait_until(up, 300, "up")
         password = (self.tmp / "data" / "admin-password").read_text().strip()
         login = {"email": "admin@cardhour.local", "password": password}
         admin = self.auth(self.post("/auth/login", {}, login))

@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import shutil
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cardhour.core.hosts import EXITED, FAILED, PENDING, RUNNING
+from cardhour.core.hosts import EXITED, FAILED, MAX_REPORT_TEXT, PENDING, RUNNING
 from cardhour.runtime.base import (
     LABEL_HOST,
     LABEL_WORKLOAD,
@@ -35,6 +36,16 @@ log = logging.getLogger("cardhour.agent")
 LABEL_FINGERPRINT = "org.cardhour.fingerprint"
 LABEL_SSH_PORT = "org.cardhour.ssh-port"  # on the host's network: where its sshd listens
 LOG_LINES = 20
+SSHD_GRACE_SECONDS = 2.0  # silent this long: ask whether the image has sshd at all
+
+
+def clamped(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` with each text field cut to its last `MAX_REPORT_TEXT` characters: the control
+    plane refuses a longer one, and a refused report would be sent again every heartbeat."""
+    return {
+        key: value[-MAX_REPORT_TEXT:] if isinstance(value, str) else value
+        for key, value in report.items()
+    }
 
 
 @dataclass
@@ -49,6 +60,9 @@ class Converger:
     probes: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # by start
     applied: dict[str, tuple[str, str]] = field(default_factory=dict)  # peers: (start, digest)
     pruned: bool = False  # this host's unused private networks removed (once per agent)
+    sshd_seen: dict[str, str] = field(default_factory=dict)  # container -> start it has sshd
+    #: container -> (its start, when this agent first found its sshd silent)
+    greeting_since: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
@@ -69,6 +83,8 @@ class Converger:
             self.runtime.remove(have[name].name)
             self.probes.pop(have[name].name, None)
             self.applied.pop(have[name].name, None)
+            self.sshd_seen.pop(have[name].name, None)
+            self.greeting_since.pop(have[name].name, None)
         for name, spec in want.items():
             current = have.get(name)
             if current is not None and current.labels.get(LABEL_FINGERPRINT) != spec["fingerprint"]:
@@ -76,22 +92,26 @@ class Converger:
                 self.runtime.remove(current.name)
                 self.probes.pop(current.name, None)
                 current = None
-            if current is None and self.failed.get(name, ("",))[0] != spec["fingerprint"]:
-                self._start(name, spec)
-                settled = False
+            if current is None:
+                have.pop(name, None)  # none, or the one just replaced
+                if self.failed.get(name, ("",))[0] != spec["fingerprint"]:
+                    started = self._start(name, spec)
+                    if started is not None:
+                        have[name] = started
+                    settled = False
         for name in set(self.failed) - set(want):
             del self.failed[name]
         reports = []
         for name, spec in want.items():
             try:
-                report = self._report(name, spec)
+                report = self._report(name, spec, have.get(name))
             except RuntimeFailure as exc:  # this container only: the others still report
                 log.warning("cannot look at %s: %s", name, exc)
                 report = {"workload": name, "state": PENDING, "error": str(exc)}
             settled &= report["state"] in (FAILED, EXITED) or (
                 report["state"] == RUNNING and "probes" in report
             )
-            reports.append(report)
+            reports.append(clamped(report))
         return reports, settled
 
     def box(self, workload: str) -> str:
@@ -99,12 +119,15 @@ class Converger:
         engine, as on a test machine; each is still deterministic)."""
         return f"{workload}.{self.host}"
 
-    def _start(self, name: str, spec: dict[str, Any]) -> None:
+    def _start(self, name: str, spec: dict[str, Any]) -> ContainerStatus | None:
+        """Start the workload's container; its status, or None when it could not be made
+        (the failure is kept for the report)."""
         try:
             container = self.container_spec(spec)
             log.info("starting %s (%s)", name, spec["image"])
-            self.runtime.run(container)
+            status = self.runtime.run(container)
             self.failed.pop(name, None)
+            return status
         except RuntimeFailure as exc:
             log.warning("cannot start %s: %s", name, exc)
             self.failed[name] = (str(spec["fingerprint"]), str(exc))
@@ -114,6 +137,7 @@ class Converger:
                 str(spec.get("fingerprint")),
                 f"the agent cannot read its spec: {exc!r}",
             )
+        return None
 
     def container_spec(self, spec: dict[str, Any]) -> ContainerSpec:
         """The runtime's spec of a wanted container. RuntimeFailure when it asks for a GPU this
@@ -158,10 +182,13 @@ class Converger:
             ssh_port=ssh_port,
         )
 
-    def _report(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    def _report(
+        self, name: str, spec: dict[str, Any], status: ContainerStatus | None
+    ) -> dict[str, Any]:
+        """The workload's report from `status`, its container's as this pass listed or started
+        it (None: it has none)."""
         report: dict[str, Any] = {"workload": name}
         box = self.box(name)
-        status = self.runtime.inspect(box)
         if status is None:
             failure = self.failed.get(name)
             if failure is not None and failure[0] == spec["fingerprint"]:
@@ -235,17 +262,26 @@ class Converger:
             return cached[1]
         probes: dict[str, Any] = {"authorized_keys": ""}
         if spec.get("ssh_keys"):
+            # sshd greets only after the entrypoint installed the keys: until then, no engine
+            # call, but one per start asking whether the image has sshd at all once it has
+            # been silent for a while (sshd greets within a second where there is one)
+            if "22" in ports and not ssh_greets(self.address, ports["22"]):
+                since = self.greeting_since.get(name)
+                if since is None or since[0] != started:
+                    self.greeting_since[name] = since = (started, time.monotonic())
+                silent = time.monotonic() - since[1] > SSHD_GRACE_SECONDS
+                if silent and self.sshd_seen.get(name) != started:
+                    if self._lacks_sshd(name):
+                        probes = {"no_sshd": "true"}
+                        self.probes[name] = (started, probes)
+                        return probes
+                    self.sshd_seen[name] = started
+                return None
             out = self._read_first(
                 name, "/root/.ssh/authorized_keys", "/run/cardhour/authorized_keys"
             )
             if out is None:
-                if self._lacks_sshd(name):
-                    probes = {"no_sshd": "true"}
-                    self.probes[name] = (started, probes)
-                    return probes
-                return None  # the entrypoint has not installed them yet (or the process ended)
-            if "22" in ports and not ssh_greets(self.address, ports["22"]):
-                return None
+                return None  # the container stopped meanwhile: the next pass says how
             probes["authorized_keys"] = out
         if spec.get("cluster"):
             key = self._cluster_key(name)

@@ -24,6 +24,9 @@ NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 #: container states an agent reports (`pending`: wanted, not made yet)
 PENDING, RUNNING, EXITED, FAILED = "pending", "running", "exited", "failed"
 STATES = (PENDING, RUNNING, EXITED, FAILED)
+#: the longest text field of a container report (a report is not a log shipper): the control
+#: plane refuses more, the agent keeps the last this many characters of a longer one
+MAX_REPORT_TEXT = 64_000
 
 
 def check_name(name: str) -> str:

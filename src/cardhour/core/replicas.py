@@ -46,6 +46,17 @@ class Placed:
     milli: int
 
 
+def placement_env(placed: Placed | None) -> dict[str, str]:
+    """What a replica is told of where it was placed (its GPUs are named, not attached)."""
+    if placed is None:
+        return {}
+    return {
+        "CARDHOUR_NODE": placed.node,
+        "CUDA_VISIBLE_DEVICES": ",".join(map(str, placed.gpus)),
+        "CARDHOUR_GPU_MILLI": str(placed.milli),
+    }
+
+
 @dataclass(frozen=True)
 class CallResult:
     """A replica's answer to one call, whatever its status."""

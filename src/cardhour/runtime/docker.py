@@ -12,12 +12,14 @@ differences (docs/dev/runtime.md).
 
 from __future__ import annotations
 
+import builtins
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
-from cardhour.runtime.base import ContainerSpec, RuntimeFailure
-from cardhour.runtime.podman import PodmanRuntime, last_line
+from cardhour.runtime.base import ContainerSpec, ContainerStatus, RuntimeFailure
+from cardhour.runtime.podman import PodmanRuntime, last_line, parse_inspect
 
 NVIDIA_KIND = "nvidia.com/gpu"
 
@@ -69,7 +71,18 @@ class DockerRuntime(PodmanRuntime):
             args += ["--gpus", f'"device={",".join(nvidia)}"']
         return args
 
-    def list_names(self, labels: dict[str, str]) -> list[str]:
+    def list(self, labels: dict[str, str]) -> list[ContainerStatus]:
+        """Names by `ps`, statuses by one `inspect` of them all (Docker's `ps` JSON differs)."""
+        names = self.list_names(labels)
+        if not names:
+            return []
+        result = self._call(["container", "inspect", *names])
+        if result.returncode == 0:
+            return [parse_inspect(item) for item in json.loads(result.stdout)]
+        statuses = (self.inspect(name) for name in names)  # one went meanwhile
+        return [status for status in statuses if status is not None]
+
+    def list_names(self, labels: dict[str, str]) -> builtins.list[str]:
         filters = [arg for k, v in sorted(labels.items()) for arg in ("--filter", f"label={k}={v}")]
         out = self._ok(["ps", "--all", "--format", "{{.Names}}", *filters])
         return sorted(line for line in out.splitlines() if line)

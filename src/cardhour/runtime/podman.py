@@ -14,7 +14,8 @@ How a `ContainerSpec` becomes `podman create` + `podman start` (docs/dev/runtime
   mounted read-only with a file of the keys at `/.cardhour/`), which starts sshd first.
 
 One `podman run --detach` creates and starts it, after one `image inspect` for the image's
-ENTRYPOINT and CMD (a pull only when that fails). Image refs under `localhost/` are local
+ENTRYPOINT and CMD (a pull only when that fails); a name in use is refused by `run` and its
+status returned. Image refs under `localhost/` are local
 builds: they are never pulled (a pull would retry a registry at https://localhost for 3 s).
 Every podman call gets `CONTAINERS_CONF=conf` when set.
 """
@@ -28,6 +29,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import replace
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -216,15 +218,16 @@ class PodmanRuntime(ContainerRuntime):
         return result.returncode, result.stdout + result.stderr
 
     def run(self, spec: ContainerSpec) -> ContainerStatus:
-        existing = self.inspect(spec.name)
-        if existing is not None:
-            return existing
+        """As the contract, in three engine calls when the image is here: `image inspect`,
+        `run --detach` (create and start), `inspect`. A name that exists is not looked up
+        first: `run` refuses it ("already in use") and its status is returned."""
         entrypoint, cmd = self.image_config(spec.image)
         if spec.network == PRIVATE:
             self._private_network(spec.name, spec.labels)
-        # create and start in one call (`run --detach`): a process start less per container
         created = self._call(["run", "--detach", *self.create_args(spec, entrypoint, cmd)])
         status = self.inspect(spec.name)
+        if created.returncode != 0 and "already in use" in created.stderr and status is not None:
+            return status  # it was there: left as it is
         if created.returncode != 0:
             if status is None:
                 self._forget(spec.name)
@@ -358,14 +361,20 @@ class PodmanRuntime(ContainerRuntime):
         return parse_inspect(data[0]) if data else None
 
     def list(self, labels: dict[str, str]) -> list[ContainerStatus]:
-        names = self.list_names(labels)
-        if not names:
-            return []
-        result = self._call(["container", "inspect", *names])
-        if result.returncode == 0:
-            return [parse_inspect(item) for item in json.loads(result.stdout)]
-        statuses = (self.inspect(name) for name in names)  # one went meanwhile
-        return [status for status in statuses if status is not None]
+        """One `ps` (the agent lists every pass); an `inspect` only of those not running, for
+        the engine's reason (`ps` does not say it)."""
+        filters = [arg for k, v in sorted(labels.items()) for arg in ("--filter", f"label={k}={v}")]
+        out = self._ok(["ps", "--all", "--format", "json", *filters])
+        statuses = [parse_ps(item) for item in json.loads(out or "[]")]
+        found = []
+        for status in sorted(statuses, key=lambda s: s.name):
+            if status.state != ContainerState.RUNNING:
+                inspected = self.inspect(status.name)
+                if inspected is None:  # it went meanwhile
+                    continue
+                status = inspected
+            found.append(status)
+        return found
 
     def list_names(self, labels: dict[str, str]) -> builtins.list[str]:
         """Names of the containers carrying all of `labels`."""
@@ -409,6 +418,46 @@ class PodmanRuntime(ContainerRuntime):
         return result.returncode in (125, 255) and bool(lines) and lines[-1].startswith("Error: ")
 
 
+_ISO = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.\d+)?\s*(Z|[+-]\d\d:?\d\d)?")
+
+
+def _seconds(iso: str | None) -> str | None:
+    """An engine's start time in UTC to the second, `YYYY-MM-DDTHH:MM:SSZ` (what `ps` and
+    `inspect` both give, so the two compare); None when never started or unreadable."""
+    found = _ISO.match(iso or "")
+    if found is None or (iso or "").startswith(_NOT_STARTED):
+        return None
+    day, clock, zone = found.groups()
+    offset = "+00:00" if zone in (None, "Z") else zone[:3] + ":" + zone[-2:]
+    when = datetime.fromisoformat(f"{day}T{clock}{offset}").astimezone(UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_ps(item: dict[str, Any]) -> ContainerStatus:
+    """A `ContainerStatus` from one object of `podman ps --format json` (no `error`)."""
+    status = str(item.get("State", "")).lower()
+    exited = status not in _STATES
+    ports = {
+        int(p["container_port"]): int(p["host_port"])
+        for p in item.get("Ports") or []
+        if p.get("protocol", "tcp") == "tcp" and p.get("host_port")
+    }
+    started = int(item.get("StartedAt") or 0)
+    return ContainerStatus(
+        name=str((item.get("Names") or [""])[0]),
+        state=_STATES.get(status, ContainerState.EXITED),
+        labels=dict(item.get("Labels") or {}),
+        exit_code=int(item.get("ExitCode", 0)) if exited else None,
+        ports=ports,
+        started_at=_seconds(f"{_utc(started)}Z") if started > 0 else None,
+        pid=int(item.get("Pid") or 0) or None if not exited else None,
+    )
+
+
+def _utc(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def parse_inspect(item: dict[str, Any]) -> ContainerStatus:
     """A `ContainerStatus` from one object of `podman/docker container inspect`."""
     state = item.get("State") or {}
@@ -427,7 +476,7 @@ def parse_inspect(item: dict[str, Any]) -> ContainerStatus:
         labels=dict((item.get("Config") or {}).get("Labels") or {}),
         exit_code=int(state.get("ExitCode", 0)) if exited else None,
         ports=ports,
-        started_at=None if not started or started.startswith(_NOT_STARTED) else started,
+        started_at=_seconds(started),
         error=str(state.get("Error") or ""),
         pid=int(state.get("Pid") or 0) or None if not exited else None,
     )

@@ -13,7 +13,8 @@ from cardhour.backends.apps.container import LABEL_DIR, LABEL_VERSION, Container
 from cardhour.db.engine import transaction
 from cardhour.runtime.podman import PodmanRuntime
 from cardhour.services.billing import ledger
-from tests.api.marketplace.test_marketplace import MANIFEST, _admin, _package
+from tests.api.marketplace.test_app_replicas import _listed
+from tests.api.marketplace.test_marketplace import MANIFEST
 from tests.conftest import Api
 from tests.runtime.conftest import CONF, runtime  # noqa: F401 - the session's Podman, images built
 
@@ -54,14 +55,7 @@ def test_an_app_replica_is_a_container_called_through_the_gateway(
 ) -> None:
     launcher = api.platform.app_runtime.launcher
     assert isinstance(launcher, ContainerLauncher)
-    dev, caller, admin = api.signup(), api.signup(), _admin(api)
-    body = {"manifest": MANIFEST, "code_b64": _package(APP)}
-    assert api.client.post("/api/v1/apps", headers=dev, json=body).status_code == 201
-    api.client.post("/api/v1/apps/doc-search/submit", headers=dev)
-    assert api.client.post(
-        "/api/v1/admin/apps/doc-search/approve", headers=admin, json={}
-    ).is_success
-    api.top_up(caller, "1")
+    caller = _listed(api, MANIFEST, APP)
 
     r = api.client.post("/api/v1/apps/doc-search/invoke", headers=caller, json={"query": "hi"})
     assert r.status_code == 200, r.text

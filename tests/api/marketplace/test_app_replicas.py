@@ -31,9 +31,10 @@ QUARTER = MANIFEST.replace(
 )
 
 
-def _listed(api: Api, manifest: str) -> dict[str, str]:
+def _listed(api: Api, manifest: str, code: str = WHERE) -> dict[str, str]:
+    """A caller with 1 CNY of cash, once `doc-search` (`manifest`, `code`) is listed."""
     dev, caller, admin = api.signup(), api.signup(), _admin(api)
-    body = {"manifest": manifest, "code_b64": _package(WHERE)}
+    body = {"manifest": manifest, "code_b64": _package(code)}
     assert api.client.post("/api/v1/apps", headers=dev, json=body).status_code == 201
     api.client.post("/api/v1/apps/doc-search/submit", headers=dev)
     assert api.client.post(

@@ -47,7 +47,7 @@ from cardhour.backends.apps.process import missing as missing_from
 from cardhour.backends.apps.runtime import UnixHTTPConnection
 from cardhour.core.apps import REPLICA_CPU_MILLI
 from cardhour.core.errors import Unavailable
-from cardhour.core.replicas import AppSpec, Placed
+from cardhour.core.replicas import AppSpec, Placed, placement_env
 from cardhour.runtime.base import ContainerRuntime, ContainerSpec, Mount, RuntimeFailure
 from cardhour.runtime.detect import detect
 from cardhour.runtime.podman import PodmanRuntime
@@ -128,10 +128,7 @@ class ContainerLauncher:
         except OSError as exc:
             raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
         env = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-        if placed is not None:
-            env |= {"CARDHOUR_NODE": placed.node,
-                    "CUDA_VISIBLE_DEVICES": ",".join(map(str, placed.gpus)),
-                    "CARDHOUR_GPU_MILLI": str(placed.milli)}  # fmt: skip
+        env |= placement_env(placed)
         container = ContainerSpec(
             name=name,
             image=image,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from cardhour.core.errors import Unavailable
-from cardhour.core.replicas import AppSpec, Placed
+from cardhour.core.replicas import AppSpec, Placed, placement_env
 
 
 class ProcessLauncher:
@@ -111,10 +111,7 @@ def spawn(
         # secrets) and not its working directory; where it was placed (simulated GPUs)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder),
                "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
-        if placed is not None:
-            env |= {"CARDHOUR_NODE": placed.node,
-                    "CUDA_VISIBLE_DEVICES": ",".join(map(str, placed.gpus)),
-                    "CARDHOUR_GPU_MILLI": str(placed.milli)}  # fmt: skip
+        env |= placement_env(placed)
         process = subprocess.Popen(
             [sys.executable, "-m", "cardhour.backends.apps.runner", "--dir", str(folder),
              "--entrypoint", spec.entrypoint, "--port", "0"],

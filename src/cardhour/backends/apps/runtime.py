@@ -90,13 +90,13 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 
     def __init__(self, path: str, timeout: float) -> None:
         super().__init__("localhost", timeout=timeout)
-        self.path = path
+        self.socket_path = path
 
     def connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
-            sock.connect(self.path)
+            sock.connect(self.socket_path)
         except BaseException:
             sock.close()
             raise

@@ -17,11 +17,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from cardhour.core.errors import InvalidInput
-from cardhour.core.hosts import PENDING, STATES
+from cardhour.core.hosts import MAX_REPORT_TEXT, PENDING, STATES
 from cardhour.db.models import HostContainerRow, HostRow
 from cardhour.store.hosts import hosts as store
-
-MAX_REPORT_TEXT = 64_000  # per probe / log field: a report is not a log shipper
 
 
 @dataclass(frozen=True)
