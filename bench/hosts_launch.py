@@ -10,10 +10,10 @@ subprocesses; a renter with one SSH key launches `--runs` one-GPU instances one 
 50 ms until it reports its SSH port, then ssh every 50 ms); the instance is then removed.
 
 Baseline: `podman run -d --init -p 127.0.1.31::22 --entrypoint /bin/sh IMAGE -c '<install the
-key, ssh-keygen -A, exec sshd -D>'` of the same image, timed from the call until the same ssh
-login succeeds, then removed. The two alternate, run by run. Prints a table and writes
-docs/benchmarks/hosts-launch.md above its notes marker (`--no-write`: print only). Exit 1 when
-the goal is missed (`--no-target`: never).
+key, make one ed25519 host key as cardhour's entrypoint does, exec sshd -D>'` of the same
+image, timed from the call until the same ssh login succeeds, then removed. The two alternate,
+run by run. Prints a table and writes docs/benchmarks/hosts-launch.md above its notes marker
+(`--no-write`: print only). Exit 1 when the goal is missed (`--no-target`: never).
 """
 
 from __future__ import annotations
@@ -190,7 +190,10 @@ def time_baseline(key: Path, run: int) -> float:
     public = key.with_suffix(".pub").read_text().strip()
     script = (
         f"mkdir -p /root/.ssh /run/sshd && echo {shlex.quote(public)} > /root/.ssh/authorized_keys"
-        " && chmod 600 /root/.ssh/authorized_keys && ssh-keygen -A >/dev/null"
+        " && chmod 600 /root/.ssh/authorized_keys"
+        # the same host key as cardhour's entrypoint makes: one ed25519 key (`ssh-keygen -A`
+        # adds an RSA key, seconds of CPU in cardhour's CPU-limited container)
+        " && ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key"
         " && exec /usr/sbin/sshd -D -e"
     )
     name = f"bench-plain-{os.getpid()}-{run}"
@@ -249,8 +252,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "`start`, the SSH entrypoint, the readiness gate and the instance's ssh port; `cardhour "
         "up --backend hosts` on SQLite with default settings (reconciler tick 1 s) and one "
         "agent on stand-in GPUs. Baseline: `podman run -d --init -p ADDR::22` of the same image "
-        "with a shell that installs the key, runs `ssh-keygen -A` and execs sshd, until the same "
-        "ssh login succeeds. Runs alternate; both poll every 50 ms.",
+        "with a shell that installs the key, makes one ed25519 host key (as cardhour's "
+        "entrypoint does) and execs sshd, until the same ssh login succeeds. Runs alternate; "
+        "both poll every 50 ms.",
         "",
         NOTES_MARKER,
     ]

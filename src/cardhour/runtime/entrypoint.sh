@@ -3,7 +3,7 @@
 # cardhour/runtime/podman.py). Usage: entrypoint.sh [ARGV...]
 # - installs /.cardhour/authorized_keys as root's only keys (/root/.ssh/authorized_keys, 0600),
 #   and the container's environment for ssh sessions (/root/.ssh/environment);
-# - makes host keys when the image has none (per container: images carry no host keys);
+# - makes an ed25519 host key when the image has none (per container: images carry none);
 # - starts sshd in the background (key login only) when the image has /usr/sbin/sshd;
 # - then execs ARGV (the runtime's `process_argv`), or waits until stopped when there is none
 #   (PID 1 is podman's init: SIGTERM works).
@@ -26,9 +26,10 @@ if [ -x /usr/sbin/sshd ]; then
     options="$options -o AuthorizedKeysFile=/run/cardhour/authorized_keys"
   fi
   if ! ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1; then
-    ssh-keygen -A >/dev/null 2>&1  # exits 0 even when /etc/ssh is read-only: look again
-    if ! ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1; then
-      mkdir -p /run/cardhour
+    # one ed25519 key, in milliseconds: `ssh-keygen -A` also makes a 3072-bit RSA key, which
+    # takes seconds in a container holding a quarter of a core
+    if ! ssh-keygen -q -t ed25519 -N "" -f /etc/ssh/ssh_host_ed25519_key >/dev/null 2>&1; then
+      mkdir -p /run/cardhour  # /etc/ssh is read-only
       ssh-keygen -q -t ed25519 -N "" -f /run/cardhour/ssh_host_ed25519_key
       options="$options -h /run/cardhour/ssh_host_ed25519_key"
     fi
