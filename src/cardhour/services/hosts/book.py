@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,6 +43,17 @@ class HostBook:
         self.trusting_since = clock.now()
         #: host id -> (inventory text, parsed, key): the last inventory seen of each host
         self._inventories: dict[str, tuple[str, dict[str, Any], str]] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (from the caller's thread) after each commit that changed what is
+        wanted on some host: the API's long-poll watch reads at once, not at its next poll."""
+        self._listeners.append(listener)
+
+    def _changed(self, touched: set[str]) -> None:
+        if touched:
+            for listener in list(self._listeners):
+                listener()
 
     def lost_reason(self, row: HostRow, now: datetime) -> str | None:
         if row.removed_at is not None:
@@ -80,13 +92,14 @@ class HostBook:
         """`workload` runs on exactly the hosts of `specs` (host name → container spec):
         containers on other hosts are no longer wanted. A host whose container keeps its
         fingerprint keeps it running. A call for an older attempt than recorded is ignored."""
+        touched: set[str] = set()
         with transaction(self.sessions) as session:
             rows = {r.host_id: r for r in store.containers_of_workload(session, workload, True)}
             if any(r.attempt > attempt for r in rows.values()):
                 return
             query = select(HostRow.name, HostRow.id).where(HostRow.name.in_(list(specs)))
             ids: dict[str, str] = dict(session.execute(query).all())
-            now, touched = self.clock.now(), set()
+            now = self.clock.now()
             for name, spec in specs.items():
                 host_id = ids[name]
                 full = {**spec, "workload": workload, "attempt": attempt}
@@ -119,12 +132,13 @@ class HostBook:
                     row.wanted, row.updated_at = False, now
                     touched.add(host_id)
             store.bump_versions(session, touched)
+        self._changed(touched)
 
     def set_peers(self, workload: str, peers: dict[str, Any]) -> None:
         """Every wanted container of `workload` lets in its cluster's `peers` (keys and ssh
         config, `backends.hosts`); the container keeps running (not part of the fingerprint)."""
+        touched: set[str] = set()
         with transaction(self.sessions) as session:
-            touched = set()
             for row in store.containers_of_workload(session, workload, lock=True):
                 spec = json.loads(row.spec)
                 if row.wanted and spec.get("peers") != peers:
@@ -132,16 +146,18 @@ class HostBook:
                     row.updated_at = self.clock.now()
                     touched.add(row.host_id)
             store.bump_versions(session, touched)
+        self._changed(touched)
 
     def unwant(self, workload: str) -> None:
         """No container of `workload` is wanted anywhere any more. Idempotent."""
+        touched: set[str] = set()
         with transaction(self.sessions) as session:
-            touched = set()
             for row in store.containers_of_workload(session, workload, lock=True):
                 if row.wanted:
                     row.wanted, row.updated_at = False, self.clock.now()
                     touched.add(row.host_id)
             store.bump_versions(session, touched)
+        self._changed(touched)
 
     def containers(self, workload: str) -> list[ContainerInfo]:
         """The workload's containers on hosts that are not lost, wanted or still reported."""

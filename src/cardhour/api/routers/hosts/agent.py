@@ -44,6 +44,7 @@ def _watch(request: Request, platform: Platform) -> VersionWatch:
                 return reports.versions(session, host_ids)
 
         watch = request.app.state.host_watch = VersionWatch(read)
+        platform.host_book.on_change(watch.nudge)
     return watch
 
 
@@ -89,11 +90,13 @@ async def report(
     ctx: Ctx = Depends(get_ctx),
 ) -> schemas.AgentDesired:
     """The heartbeat. 401 for an unknown or revoked credential, 403 for another host's name."""
+    watch = _watch(request, ctx.platform)
+    seen = watch.sequence
     host_id, desired = await run_in_threadpool(_record, ctx, body)
     if desired.changed:  # a container started, failed or answered: provisioning looks now
         ctx.platform.wake()
     held = wait > 0 and since is not None and desired.version == since
-    if held and await _watch(request, ctx.platform).wait(host_id, since or 0, wait):
+    if held and await watch.wait(host_id, since or 0, wait, seen):
         ctx.now = ctx.platform.clock.now()  # new work came: read it
         desired = await run_in_threadpool(_desired, ctx, body.host)
     return schemas.AgentDesired(

@@ -1,18 +1,25 @@
 """Agents waiting for work: a report with `?wait=` returns as soon as the containers wanted on
 its host change (their version moves past `since`), or when the wait ends.
 
-One watcher per API process reads the versions of every waiting host in one query each tick,
-so a thousand waiting agents cost one small query per tick, not a thousand.
+One watcher per API process reads the versions of every waiting host in one query, so a
+thousand waiting agents cost one small query, not a thousand. It reads when this process
+changed some versions (`nudge`: the host book calls it after each commit that bumps one, from
+the reconcilers' threads) and every `POLL_SECONDS` otherwise (a change made by another process
+of the same database). A waiter that registers after a nudge it may have missed (the change
+landed between its report and its wait) asks for a read at once (`seen`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from starlette.concurrency import run_in_threadpool
 
-TICK_SECONDS = 0.1
+#: how often the watch reads without a nudge: another process's change reaches its agents
+#: within this long (a change of this process: at once)
+POLL_SECONDS = 1.0
 
 
 class VersionWatch:
@@ -21,13 +28,33 @@ class VersionWatch:
         self._read = read
         self._waiting: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._nudged = asyncio.Event()
+        #: nudges so far; a report notes it before its transaction (`wait`'s `seen`)
+        self.sequence = 0
 
-    async def wait(self, host_id: str, since: int, timeout: float) -> bool:
+    def nudge(self) -> None:
+        """Some hosts' versions changed (thread-safe; nothing to do while nobody waits)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        self.sequence += 1
+        self._nudged.set()
+
+    async def wait(self, host_id: str, since: int, timeout: float, seen: int | None = None) -> bool:
         """Return once `host_id`'s version differs from `since` (True), or after `timeout` s
-        (False)."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        (False). `seen`: `sequence` before the caller read `since`; a nudge since then makes
+        the watch read at once."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # first use, or a new loop (a test client's): start afresh
+            self._loop, self._nudged, self._task = loop, asyncio.Event(), None
+        future: asyncio.Future[None] = loop.create_future()
         entry = (since, future)
         self._waiting.setdefault(host_id, []).append(entry)
+        if seen is not None and seen != self.sequence:
+            self._nudged.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         try:
@@ -44,13 +71,15 @@ class VersionWatch:
 
     async def _run(self) -> None:
         while self._waiting:
-            await asyncio.sleep(TICK_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nudged.wait(), POLL_SECONDS)
+            self._nudged.clear()
             ids = list(self._waiting)
             if not ids:
                 break
             try:
                 versions = await run_in_threadpool(self._read, ids)
-            except Exception:  # noqa: BLE001 - a failed tick is retried on the next one
+            except Exception:  # noqa: BLE001 - a failed read is retried on the next one
                 continue
             for host_id in ids:
                 for since, future in self._waiting.get(host_id, []):
