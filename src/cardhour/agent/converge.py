@@ -12,7 +12,6 @@ loop.
 from __future__ import annotations
 
 import logging
-import shutil
 import socket
 import time
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ log = logging.getLogger("cardhour.agent")
 LABEL_FINGERPRINT = "org.cardhour.fingerprint"
 LABEL_SSH_PORT = "org.cardhour.ssh-port"  # on the host's network: where its sshd listens
 LOG_LINES = 20
+COMMAND_NOT_FOUND = 127  # a shell's exit code for a program that is not there
 SSHD_GRACE_SECONDS = 2.0  # silent this long: ask whether the image has sshd at all
 
 
@@ -290,7 +290,14 @@ class Converger:
             probes["cluster_key"] = key
         gpus = len(spec.get("gpus", []))
         if self.real_gpus and gpus >= 2:
-            probes["all_reduce"] = self._all_reduce(name, gpus)
+            code, out = self._all_reduce(name, gpus)
+            if code == COMMAND_NOT_FOUND:
+                probes["all_reduce_unavailable"] = (
+                    f"the image {spec['image']} has no all_reduce_perf (nccl-tests): "
+                    "NCCL bandwidth not measured"
+                )
+            else:
+                probes["all_reduce"] = out
         self.probes[name] = (started, probes)
         return probes
 
@@ -327,12 +334,14 @@ class Converger:
                 return out
         return None
 
-    def _all_reduce(self, name: str, gpus: int) -> str:
+    def _all_reduce(self, name: str, gpus: int) -> tuple[int, str]:
+        """nccl-tests' all-reduce over the container's `gpus` GPUs: (exit code, output);
+        `COMMAND_NOT_FOUND` when the image has no `all_reduce_perf`."""
         argv = ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", str(gpus)]
         code, out = self.runtime.exec(name, argv, 600)
-        if code != 0 and shutil.which("all_reduce_perf") is None:
-            return f"all_reduce_perf could not run in the container (exit {code}): {out[-500:]}"
-        return out
+        if code != 0 and ("not found" in out or "no such file" in out.lower()):
+            return COMMAND_NOT_FOUND, out
+        return code, out
 
 
 def ssh_greets(address: str, port: int, timeout: float = 2.0) -> bool:

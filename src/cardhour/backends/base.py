@@ -28,6 +28,11 @@ class ProvisioningFailed(BackendError):
     """The workload cannot come up; the instance fails."""
 
 
+class ProbeUnavailable(BackendError):
+    """The workload cannot run a readiness probe (its image lacks the tool, e.g. nccl-tests'
+    `all_reduce_perf`): the check is recorded as not measured, and no node is blamed."""
+
+
 @dataclass(frozen=True)
 class WeightsMount:
     """Model weights the workload mounts read-only at `mount`; with `copy_seconds` > 0 they

@@ -7,8 +7,9 @@ nodes that fail the topology or their own nccl check → drained and replaced
 (`services.readiness.replace_nodes`: swapped for nearby free nodes on a multi-node instance, the
 gate then runs again; else the instance is placed again and the workload removed); keys
 missing, or an all-reduce across nodes that fails while each node passes → the instance fails
-(no node is to blame, so none is drained). Each recorded stage extends the lease, so a slow
-gate is not taken over mid-run.
+(no node is to blame, so none is drained); an image that cannot run `all_reduce_perf` → the
+NCCL check is `skipped` with the reason (`backends.base.ProbeUnavailable`), nothing drained.
+Each recorded stage extends the lease, so a slow gate is not taken over mid-run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cardhour.backends.base import Backend, BackendError, Probing
+from cardhour.backends.base import Backend, BackendError, ProbeUnavailable, Probing
 from cardhour.core import readiness, sshkeys
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
@@ -176,6 +177,15 @@ class Gate:
         return ("failed" if bad else "ok"), detail, bad, None
 
     def _nccl(self, claim: Claim, nodes: list[str]) -> Result:
+        """Each node's all-reduce against its threshold, then across nodes; `skipped` when the
+        workload's image cannot run `all_reduce_perf` (a renter's own image: not measured,
+        not the nodes' fault)."""
+        try:
+            return self._nccl_measured(claim, nodes)
+        except ProbeUnavailable as exc:
+            return "skipped", {"why": str(exc)}, {}, None
+
+    def _nccl_measured(self, claim: Claim, nodes: list[str]) -> Result:
         assert claim.external_name is not None
         model = self.catalog.model_by_id(claim.gpu_model)
         per_node: dict[str, float] = {}

@@ -91,8 +91,16 @@ class Agent:
 class HostsApi(Api):
     admin: dict[str, str] | None = None
 
-    def enrol(self, name: str, model: str = "H100", count: int = 8, address: str = "") -> Agent:
-        """Enrol `name`, join it and report its inventory (not yet in the node table: settle)."""
+    def enrol(
+        self,
+        name: str,
+        model: str = "H100",
+        count: int = 8,
+        address: str = "",
+        standin: bool = True,
+    ) -> Agent:
+        """Enrol `name`, join it and report its inventory (not yet in the node table: settle);
+        `standin=False`: it says its GPUs are real (the gate then reads its probes)."""
         assert self.admin is not None
         r = self.client.post(
             "/api/v1/admin/hosts", json={"name": name, "data_centre": "bj1"}, headers=self.admin
@@ -105,7 +113,7 @@ class HostsApi(Api):
             inventory=inventory(model, count, name),
             address=address or f"10.0.0.{len(name)}",
             runtime="podman",
-            standin=True,
+            standin=standin,
         )
         return agent
 

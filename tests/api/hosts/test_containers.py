@@ -203,3 +203,30 @@ def test_hosts_are_not_lost_while_a_restarted_control_plane_waits_for_their_agen
         shown = _get(restarted, user, ident)
         assert shown["status"] == "running" and shown["nodes"] == ["box"]
         assert [e["to_status"] for e in shown["events"]].count("running") == 1
+
+
+def test_an_image_without_nccl_tests_skips_the_nccl_check_and_drains_nothing(
+    hosts_api: HostsApi,
+) -> None:
+    """On real GPUs the agent runs `all_reduce_perf` in the container; a renter's image without
+    it (the agent reports `all_reduce_unavailable`) is not the host's fault: the NCCL check is
+    `skipped` with the reason, the instance runs, and the host stays in the fleet."""
+    api = hosts_api
+    agent = api.enrol("gpu1", address="10.9.9.8", standin=False)
+    api.settle()
+    user = api.signup()
+    made = _launch(api, user)
+    api.settle()
+    (spec,) = agent.report()["containers"]
+    why = "the image x has no all_reduce_perf (nccl-tests): NCCL bandwidth not measured"
+    probes = {"authorized_keys": spec["ssh_keys"], "all_reduce_unavailable": why}
+    running = {"workload": spec["workload"], "state": "running", "ports": {"22": 40022}}
+    agent.report([running | {"probes": probes}])
+    api.settle()
+    shown = _get(api, user, made["id"])
+    assert shown["status"] == "running", shown
+    stages = {s["name"]: s for s in shown["stages"]}  # type: ignore[attr-defined]
+    assert stages["nccl_gate"]["outcome"] == "skipped"
+    assert stages["nccl_gate"]["detail"]["why"] == why
+    hosts = api.client.get("/api/v1/admin/hosts", headers=api.admin).json()
+    assert [(h["name"], h["state"]) for h in hosts] == [("gpu1", "ready")]

@@ -76,8 +76,9 @@ class ContainerReportIn(_Strict):
     logs: str = ""
     probes: dict[str, str | None] | None = Field(
         default=None,
-        description="authorized_keys, all_reduce: what the container printed; absent until "
-        "the container is ready to answer (keys installed, sshd greeting).",
+        description="authorized_keys, all_reduce: what the container printed "
+        "(all_reduce_unavailable instead: why it could not run); absent until the container "
+        "is ready to answer (keys installed, sshd greeting).",
     )
     peers: str | None = Field(
         default=None, description="The cluster peers' digest the container let in (clusters)."

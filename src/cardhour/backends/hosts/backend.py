@@ -29,6 +29,7 @@ from cardhour.backends.base import (
     LaunchSpec,
     MachineState,
     PollResult,
+    ProbeUnavailable,
     Probing,
 )
 from cardhour.core import cluster
@@ -233,6 +234,8 @@ class HostsBackend(Backend, Probing):
             return self._standin_all_reduce(hosts, gpus_per_node)
         if len(nodes) == 1:
             probes = self._container(external_name, nodes[0]).report.get("probes") or {}
+            if probes.get("all_reduce_unavailable"):
+                raise ProbeUnavailable(str(probes["all_reduce_unavailable"]))
             text = probes.get("all_reduce")
             if text is None:
                 raise BackendError(f"{nodes[0]} has not reported its all-reduce yet")
