@@ -59,6 +59,7 @@ class LaunchSpec:
     env: tuple[tuple[str, str], ...] = ()  # the renter's environment variables, in order
     ports: tuple[int, ...] = ()  # container ports the renter asked to publish
     instance_name: str = ""  # the renter's name: a cluster's hostnames (`core.cluster`)
+    node_order: tuple[str, ...] = ()  # a cluster's nodes by rank (`core.cluster.layout`)
 
 
 class MachineState(StrEnum):

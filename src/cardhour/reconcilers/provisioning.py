@@ -53,6 +53,7 @@ def launch_spec(claim: Claim, catalog: Catalog | None = None) -> LaunchSpec:
         env=claim.env,
         ports=claim.ports,
         instance_name=claim.name,
+        node_order=claim.node_order,
     )
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from fastapi.testclient import TestClient
 
 from cardhour.api.app import create_app
+from cardhour.backends.base import LaunchSpec
 from cardhour.platform import Platform
 from tests.api.hosts.conftest import HEARTBEAT, LOST_AFTER, Agent, HostsApi
 
@@ -230,3 +232,35 @@ def test_an_image_without_nccl_tests_skips_the_nccl_check_and_drains_nothing(
     assert stages["nccl_gate"]["detail"]["why"] == why
     hosts = api.client.get("/api/v1/admin/hosts", headers=api.admin).json()
     assert [(h["name"], h["state"]) for h in hosts] == [("gpu1", "ready")]
+
+
+def test_a_cluster_node_keeps_its_rank_when_another_is_replaced(hosts_api: HostsApi) -> None:
+    """The ranks follow the instance's node order (a replacement takes the rank of the node it
+    replaced): the survivor's spec, hostname and rank included, does not change, so its agent
+    keeps its container running."""
+    api = hosts_api
+    alpha, beta, gamma = api.enrol("alpha"), api.enrol("beta"), api.enrol("gamma")
+    api.settle()
+    backend = api.platform.backend
+    eight = list(range(8))
+    spec = LaunchSpec(
+        "ch-job-1", "H100", 16, {"alpha": eight, "beta": eight}, "pytorch-2.3-cuda12.3", KEY,
+        exclusive=True, attempt=1, instance_name="job",
+    )  # fmt: skip
+    backend.launch(spec)
+    (head,) = alpha.report()["containers"]
+    (worker,) = beta.report()["containers"]
+    assert (head["hostname"], head["rank"], worker["hostname"], worker["rank"]) == (
+        "job", 0, "job-worker1", 1,
+    )  # fmt: skip
+    # alpha is lost: gamma takes its slot, the head's rank (the order the readiness path keeps)
+    again = replace(
+        spec, gpus_by_node={"gamma": eight, "beta": eight}, attempt=2, node_order=("gamma", "beta")
+    )
+    backend.launch(again)
+    assert alpha.report()["containers"] == []
+    (new_head,) = gamma.report()["containers"]
+    (kept,) = beta.report()["containers"]
+    assert (new_head["hostname"], new_head["rank"]) == ("job", 0)
+    assert (kept["hostname"], kept["rank"]) == ("job-worker1", 1)
+    assert kept["fingerprint"] == worker["fingerprint"]  # its container is kept as it runs

@@ -99,7 +99,8 @@ class HostsBackend(Backend, Probing):
         addresses = {n: live[n][0].address or n for n in spec.gpus_by_node}
         name = spec.instance_name or spec.external_name
         rails = {n: live[n][1].ib_rails for n in spec.gpus_by_node}
-        layout = cluster.layout(name, spec.gpus_by_node, addresses, rails)
+        # ranks as placed: a node replacing a lost one takes its rank, the others keep theirs
+        layout = cluster.layout(name, spec.gpus_by_node, addresses, rails, spec.node_order)
         hostnames = {node.node: node.hostname for node in layout}
         ranks = {node.node: node.rank for node in layout}
         wanted = {}

@@ -49,6 +49,8 @@ class Claim:
     command: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     ports: tuple[int, ...] = ()
+    #: a cluster's nodes in rank order (a replacement takes the rank of the node it replaced)
+    node_order: tuple[str, ...] = ()
 
 
 def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) -> list[Claim]:
@@ -82,6 +84,7 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
                 work.command,
                 tuple(work.env.items()),
                 tuple(work.ports),
+                tuple(json.loads(row.node_order)) if row.node_order else (),
             )
         )
     session.flush()
