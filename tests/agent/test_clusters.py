@@ -1,6 +1,7 @@
 """A 2-node cluster on two hosts: one container per host, each holding its host whole on the
 host's network; from the head, `ssh <name>-worker1` reaches the worker (the nodes let each
-other in with keys made in the containers and an ssh config naming each by its hostname)."""
+other in with keys made in the containers and an ssh config naming each by its hostname), and
+each node has the cluster's hostfile."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def test_from_the_head_ssh_reaches_the_worker_by_its_hostname(hosts: Hosts, tmp_
     env = ssh(key, head["host"], head["port"], "ssh job-worker1 env")
     assert "NODE_RANK=1" in env.stdout and "WORLD_SIZE=16" in env.stdout, env.stderr
     assert "MASTER_ADDR=job" in env.stdout and "NCCL_IB_HCA=mlx5_0" in env.stdout
+    # the hostfile DeepSpeed and Open MPI take, on every node
+    files = ssh(key, head["host"], head["port"], "ssh job-worker1 'cat $CARDHOUR_HOSTFILE'")
+    assert files.stdout == "job slots=8\njob-worker1 slots=8\n", files.stderr
     # and back: the worker reaches the head by its name
     hop = "ssh job-worker1 ssh job hostname"
     back = ssh(key, head["host"], head["port"], hop)

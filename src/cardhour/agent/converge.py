@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cardhour.core.cluster import HOSTFILE_PATH
 from cardhour.core.hosts import EXITED, FAILED, MAX_REPORT_TEXT, PENDING, RUNNING
 from cardhour.runtime.base import (
     LABEL_HOST,
@@ -35,6 +36,7 @@ log = logging.getLogger("cardhour.agent")
 LABEL_FINGERPRINT = "org.cardhour.fingerprint"
 LABEL_SSH_PORT = "org.cardhour.ssh-port"  # on the host's network: where its sshd listens
 LOG_LINES = 20
+HOSTFILE_DIR = HOSTFILE_PATH.rsplit("/", 1)[0]
 COMMAND_NOT_FOUND = 127  # a shell's exit code for a program that is not there
 SSHD_GRACE_SECONDS = 2.0  # silent this long: ask whether the image has sshd at all
 
@@ -219,7 +221,8 @@ class Converger:
 
     def _peers(self, name: str, spec: dict[str, Any], status: ContainerStatus) -> str | None:
         """Let the cluster's nodes in (`spec["peers"]`: every node's key, and an ssh config
-        naming each by its hostname): written once per start and peers version. The version
+        naming each by its hostname) and write its hostfile (`core.cluster.HOSTFILE_PATH`):
+        once per start and peers version. The version
         applied, or None."""
         peers = spec.get("peers")
         if not peers:
@@ -237,10 +240,13 @@ class Converger:
         script = (
             'umask 077 && mkdir -p /root/.ssh && printf "%s\\n" "$1" > /root/.ssh/keys.tmp '
             "&& mv /root/.ssh/keys.tmp /root/.ssh/authorized_keys "
-            '&& printf "%s" "$2" > /root/.ssh/config'
+            '&& printf "%s" "$2" > /root/.ssh/config '
+            f'&& umask 022 && mkdir -p {HOSTFILE_DIR} && printf "%s" "$3" > {HOSTFILE_PATH}'
         )
+        hostfile = str(spec.get("hostfile") or "")
+        argv = ["sh", "-c", script, "sh", keys, config, hostfile]
         try:
-            code, out = self.runtime.exec(name, ["sh", "-c", script, "sh", keys, config], 30)
+            code, out = self.runtime.exec(name, argv, 30)
         except RuntimeFailure:
             return None
         if code != 0:

@@ -58,6 +58,10 @@ def layout(
     return nodes
 
 
+#: where a cluster's nodes find `hostfile` (DeepSpeed's `--hostfile`, Open MPI's)
+HOSTFILE_PATH = "/etc/cardhour/hostfile"
+
+
 def hostfile(nodes: Sequence[ClusterNode]) -> str:
     return "".join(f"{n.hostname} slots={n.gpus}\n" for n in nodes)
 

@@ -127,7 +127,9 @@ class HostsBackend(Backend, Probing):
             }
             if len(spec.gpus_by_node) > 1:  # whole hosts: their network, keys between nodes
                 job = cluster.environment(layout, ranks[node])  # torchrun's; the renter's win
+                job["CARDHOUR_HOSTFILE"] = cluster.HOSTFILE_PATH  # the agent writes it
                 wanted[node] |= {"network": "host", "cluster": True, "env": job | dict(spec.env)}
+                wanted[node]["hostfile"] = cluster.hostfile(layout)
         self.directory.want(spec.external_name, spec.attempt, wanted)
 
     def poll(self, external_name: str) -> PollResult:
