@@ -66,11 +66,17 @@ def test_run_is_idempotent_and_stop_remove_are_silent_when_done(
 def test_logs_and_exec(runtime: PodmanRuntime, names: Names) -> None:
     name = names()
     command = "echo to-stdout; echo to-stderr >&2; exec sleep infinity"
-    runtime.run(ContainerSpec(name=name, image=BASE, command=command, env={"GREETING": "hi"}))
+    spec = ContainerSpec(name=name, image=BASE, command=command, env={"GREETING": "hi"})
+    runtime.run(spec)
     wait_for(lambda: "to-stderr" in runtime.logs(name))
     logs = runtime.logs(name)
     assert "to-stdout" in logs
     assert runtime.exec(name, ["sh", "-c", "echo $GREETING; exit 3"]) == (3, "hi\n")
+    # the renter's values never stand on the engine's command line, and their file is gone
+    args = runtime.create_args(spec, [], [])
+    assert "--env-file" in args and not any("GREETING" in arg for arg in args)
+    runtime._env_file(name).unlink()
+    assert not list((runtime.entrypoint_dir / "env").iterdir())
     runtime.remove(name)
     with pytest.raises(RuntimeFailure, match="no container"):
         runtime.exec(name, ["true"])

@@ -2,7 +2,8 @@
 
 How a `ContainerSpec` becomes `podman create` + `podman start` (docs/dev/runtime.md):
 - always `--init` (PID 1 forwards SIGTERM: stop is quick), the labels, `--hostname`,
-  `--add-host` per `hosts`, `--env`, `--device` per CDI name, `--cpus`, `--memory <n>m`,
+  `--add-host` per `hosts`, `--env-file` (a 0600 file, deleted once read: no value on a command
+  line), `--device` per CDI name, `--cpus`, `--memory <n>m`,
   `--mount`s, `--read-only`, `--network` (`private`: a network of the container's own name,
   made first with netavark's `isolate`, removed with it), `--user`, `--pids-limit`, and when
   `unprivileged` `--cap-drop all --security-opt no-new-privileges`;
@@ -224,7 +225,10 @@ class PodmanRuntime(ContainerRuntime):
         entrypoint, cmd = self.image_config(spec.image)
         if spec.network == PRIVATE:
             self._private_network(spec.name, spec.labels)
-        created = self._call(["run", "--detach", *self.create_args(spec, entrypoint, cmd)])
+        try:
+            created = self._call(["run", "--detach", *self.create_args(spec, entrypoint, cmd)])
+        finally:
+            self._env_file(spec.name).unlink(missing_ok=True)  # read at create: a secret less
         status = self.inspect(spec.name)
         if created.returncode != 0 and "already in use" in created.stderr and status is not None:
             return status  # it was there: left as it is
@@ -242,7 +246,8 @@ class PodmanRuntime(ContainerRuntime):
 
     def create_args(self, spec: ContainerSpec, entrypoint: list[str], cmd: list[str]) -> list[str]:
         """The `create`/`run` arguments for `spec`, whose image declares `entrypoint` and `cmd`
-        (writes its keys file when it has ssh_keys)."""
+        (writes its keys file when it has ssh_keys, and its env file: `run` deletes that once
+        the engine has read it)."""
         args = ["--name", spec.name, "--init"]
         for key, value in sorted(spec.labels.items()):
             args += ["--label", f"{key}={value}"]
@@ -250,8 +255,19 @@ class PodmanRuntime(ContainerRuntime):
             args += ["--hostname", spec.hostname]
         for host, address in sorted(spec.hosts.items()):
             args += ["--add-host", f"{host}:{address}"]
+        # the renter's variables (tokens, keys) in a 0600 file, not on the engine's command
+        # line (any user's `ps` shows that); one with a newline only fits `--env`
+        lines = [f"{k}={v}\n" for k, v in sorted(spec.env.items()) if "\n" not in v]
+        if lines:
+            path = self._env_file(spec.name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w") as out:
+                out.writelines(lines)
+            args += ["--env-file", str(path)]
         for key, value in sorted(spec.env.items()):
-            args += ["--env", f"{key}={value}"]
+            if "\n" in value:
+                args += ["--env", f"{key}={value}"]
         args += self.device_args(spec.devices)
         if spec.cpus is not None:
             args += ["--cpus", f"{spec.cpus:g}"]
@@ -344,6 +360,9 @@ class PodmanRuntime(ContainerRuntime):
         keys_file.write_text(keys.strip() + "\n")
         keys_file.chmod(0o644)
         return entrypoint, keys_file
+
+    def _env_file(self, name: str) -> Path:
+        return self.entrypoint_dir / "env" / name
 
     def _keys_file(self, name: str) -> Path:
         return self.entrypoint_dir / "keys" / name

@@ -182,7 +182,7 @@ class ContainerLauncher:
         try:
             base = self._base()
         except RuntimeFailure as exc:
-            return [f"{line} ({exc})" for line in requirements] or []
+            return [f"{line} ({exc})" for line in requirements]
 
         def installed(name: str) -> str | None:
             key = normalise(name)
