@@ -22,7 +22,8 @@ from cardhour.runtime.base import (
 from cardhour.runtime.cdi import write_standin_spec
 from cardhour.runtime.detect import detect
 from cardhour.runtime.docker import DockerRuntime
-from cardhour.runtime.podman import PodmanRuntime, process_argv
+from cardhour.runtime.engine_cli import process_argv
+from cardhour.runtime.podman import PodmanRuntime
 
 from .conftest import BASE, CRASH, GPUS, PYTORCH, wait_for
 

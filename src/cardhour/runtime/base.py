@@ -50,7 +50,7 @@ class ContainerSpec:
     port 22 with exactly these keys (key login only), published on `publish_address`.
     `ports`: container ports published on `publish_address` at free host ports. `command`:
     the renter's command (`sh -c`, after the image's ENTRYPOINT); none: the image's own CMD,
-    or idle until stopped when that is empty or a bare shell (`podman.process_argv`). `hosts`:
+    or idle until stopped when that is empty or a bare shell (`engine_cli.process_argv`). `hosts`:
     extra `/etc/hosts` entries (a cluster's nodes). `network="host"` (a cluster node, which
     holds its host whole): the host's network, nothing published; the ports are the host's,
     and sshd listens on `publish_address:ssh_port`.

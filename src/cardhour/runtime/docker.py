@@ -19,7 +19,8 @@ import subprocess
 from pathlib import Path
 
 from cardhour.runtime.base import ContainerSpec, ContainerStatus, RuntimeFailure
-from cardhour.runtime.podman import PodmanRuntime, last_line, parse_inspect
+from cardhour.runtime.engine_cli import last_line, parse_inspect
+from cardhour.runtime.podman import PodmanRuntime
 
 NVIDIA_KIND = "nvidia.com/gpu"
 

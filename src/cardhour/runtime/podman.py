@@ -9,8 +9,9 @@ How a `ContainerSpec` becomes `podman create` + `podman start` (docs/dev/runtime
   `unprivileged` `--cap-drop all --security-opt no-new-privileges`;
 - each port and, with `ssh_keys`, 22 published as `-p <publish_address>::<port>`: podman picks
   a free host port, `inspect` reports it;
-- what runs is `process_argv`: the image's ENTRYPOINT, then `sh -c <command>`, or the image's
-  CMD when there is no command, or `sleep infinity` when that CMD is empty or a bare shell;
+- what runs is `engine_cli.process_argv`: the image's ENTRYPOINT, then `sh -c <command>`, or
+  the image's CMD when there is no command, or `sleep infinity` when that CMD is empty or a
+  bare shell;
 - with `ssh_keys` that process runs behind `entrypoint.sh` (installed into `entrypoint_dir` and
   mounted read-only with a file of the keys at `/.cardhour/`), which starts sshd first.
 
@@ -26,14 +27,11 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import re
 import shutil
 import subprocess
 from dataclasses import replace
-from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from cardhour.runtime.base import (
     PRIVATE,
@@ -44,59 +42,18 @@ from cardhour.runtime.base import (
     ImageUnavailable,
     RuntimeFailure,
 )
+from cardhour.runtime.engine_cli import (
+    gone,
+    last_line,
+    parse_inspect,
+    parse_ps,
+    process_argv,
+)
 
 #: where the runtime's files (entrypoint, keys) live inside a container
 INNER_DIR = "/.cardhour"
 #: folders Podman 4.3 reads CDI specs from without being told
 DEFAULT_CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"), Path("/run/cdi"))
-_STATES = {
-    "created": ContainerState.CREATED,
-    "configured": ContainerState.CREATED,
-    "initialized": ContainerState.CREATED,
-    "running": ContainerState.RUNNING,
-    "paused": ContainerState.RUNNING,
-    "restarting": ContainerState.RUNNING,
-}
-_NOT_STARTED = "0001-01-01"  # Go's zero time: never started
-_BOILERPLATE = re.compile(r'unable to start container "[0-9a-f]+": |initializing source \S+: ')
-
-
-#: a CMD that is only one of these (with options) exits at once without a terminal
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash"})
-
-
-def process_argv(entrypoint: list[str], cmd: list[str], command: str | None) -> list[str]:
-    """The container's process: the image's `entrypoint` followed by `sh -c <command>`; with no
-    command, by the image's `cmd`, unless that is empty or a bare shell (`bash`, `/bin/sh -l`:
-    it would exit at once with no terminal), then by `sleep infinity`: the container idles
-    until stopped. So a service image (a notebook, an inference server) runs its service, a
-    base image (CMD bash) idles for SSH, and an image's ENTRYPOINT wrapper always runs."""
-    if command is not None:
-        tail = ["sh", "-c", command]
-    elif cmd and not _bare_shell(cmd):
-        tail = cmd
-    else:
-        tail = ["sleep", "infinity"]
-    return [*entrypoint, *tail]
-
-
-def _bare_shell(argv: list[str]) -> bool:
-    return argv[0].rsplit("/", 1)[-1] in _SHELLS and all(a.startswith("-") for a in argv[1:])
-
-
-def last_line(text: str, limit: int = 300) -> str:
-    """The last non-empty line of an engine's output, without its boilerplate (`Error: `, the
-    container id, the image source), at most `limit` characters: fit to show a renter."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    line = lines[-1] if lines else "no output"
-    line = line.removeprefix("Error: ").removeprefix("Error response from daemon: ")
-    line = _BOILERPLATE.sub("", line)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _gone(stderr: str) -> bool:
-    text = stderr.lower()
-    return "no such container" in text or "no container with name or id" in text
 
 
 class PodmanRuntime(ContainerRuntime):
@@ -373,7 +330,7 @@ class PodmanRuntime(ContainerRuntime):
     def inspect(self, name: str) -> ContainerStatus | None:
         result = self._call(["container", "inspect", name])
         if result.returncode != 0:
-            if _gone(result.stderr):
+            if gone(result.stderr):
                 return None
             raise RuntimeFailure(last_line(result.stderr))
         data = json.loads(result.stdout)
@@ -403,12 +360,12 @@ class PodmanRuntime(ContainerRuntime):
 
     def stop(self, name: str, timeout: int = 10) -> None:
         result = self._call(["stop", "--time", str(timeout), name], timeout=timeout + 60)
-        if result.returncode != 0 and not _gone(result.stderr):
+        if result.returncode != 0 and not gone(result.stderr):
             raise RuntimeFailure(last_line(result.stderr))
 
     def remove(self, name: str) -> None:
         result = self._call(["rm", "--force", "--volumes", "--time", "10", name], timeout=90)
-        if result.returncode != 0 and not _gone(result.stderr):
+        if result.returncode != 0 and not gone(result.stderr):
             raise RuntimeFailure(last_line(result.stderr))
         self._remove_network(name)
         self._forget(name)
@@ -416,7 +373,7 @@ class PodmanRuntime(ContainerRuntime):
     def logs(self, name: str, lines: int = 20) -> str:
         result = self._call(["logs", "--tail", str(lines), name])
         if result.returncode != 0:
-            if _gone(result.stderr):
+            if gone(result.stderr):
                 return ""
             raise RuntimeFailure(last_line(result.stderr))
         return result.stdout + result.stderr
@@ -435,67 +392,3 @@ class PodmanRuntime(ContainerRuntime):
         command's own exit: podman exits 125 or 255 with its `Error: ` line last."""
         lines = result.stderr.strip().splitlines()
         return result.returncode in (125, 255) and bool(lines) and lines[-1].startswith("Error: ")
-
-
-_ISO = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.\d+)?\s*(Z|[+-]\d\d:?\d\d)?")
-
-
-def _seconds(iso: str | None) -> str | None:
-    """An engine's start time in UTC to the second, `YYYY-MM-DDTHH:MM:SSZ` (what `ps` and
-    `inspect` both give, so the two compare); None when never started or unreadable."""
-    found = _ISO.match(iso or "")
-    if found is None or (iso or "").startswith(_NOT_STARTED):
-        return None
-    day, clock, zone = found.groups()
-    offset = "+00:00" if zone in (None, "Z") else zone[:3] + ":" + zone[-2:]
-    when = datetime.fromisoformat(f"{day}T{clock}{offset}").astimezone(UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_ps(item: dict[str, Any]) -> ContainerStatus:
-    """A `ContainerStatus` from one object of `podman ps --format json` (no `error`)."""
-    status = str(item.get("State", "")).lower()
-    exited = status not in _STATES
-    ports = {
-        int(p["container_port"]): int(p["host_port"])
-        for p in item.get("Ports") or []
-        if p.get("protocol", "tcp") == "tcp" and p.get("host_port")
-    }
-    started = int(item.get("StartedAt") or 0)
-    return ContainerStatus(
-        name=str((item.get("Names") or [""])[0]),
-        state=_STATES.get(status, ContainerState.EXITED),
-        labels=dict(item.get("Labels") or {}),
-        exit_code=int(item.get("ExitCode", 0)) if exited else None,
-        ports=ports,
-        started_at=_seconds(f"{_utc(started)}Z") if started > 0 else None,
-        pid=int(item.get("Pid") or 0) or None if not exited else None,
-    )
-
-
-def _utc(epoch: int) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def parse_inspect(item: dict[str, Any]) -> ContainerStatus:
-    """A `ContainerStatus` from one object of `podman/docker container inspect`."""
-    state = item.get("State") or {}
-    status = str(state.get("Status", "")).lower()
-    ports: dict[int, int] = {}
-    for key, bindings in ((item.get("NetworkSettings") or {}).get("Ports") or {}).items():
-        port, _, proto = key.partition("/")
-        for binding in bindings or []:
-            if proto in ("tcp", "") and str(binding.get("HostPort") or "").isdigit():
-                ports[int(port)] = int(binding["HostPort"])
-    started = state.get("StartedAt") or None
-    exited = status not in _STATES
-    return ContainerStatus(
-        name=str(item.get("Name", "")).lstrip("/"),
-        state=_STATES.get(status, ContainerState.EXITED),
-        labels=dict((item.get("Config") or {}).get("Labels") or {}),
-        exit_code=int(state.get("ExitCode", 0)) if exited else None,
-        ports=ports,
-        started_at=_seconds(started),
-        error=str(state.get("Error") or ""),
-        pid=int(state.get("Pid") or 0) or None if not exited else None,
-    )
