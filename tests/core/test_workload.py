@@ -193,6 +193,7 @@ def test_command_limits() -> None:
         ({"CARDHOUR_TOKEN": "v"}, "CARDHOUR_TOKEN is reserved"),
         ({"A": "x" * 4097}, "the value of A has 4097 characters, at most 4096"),
         ({"A": "a\0b"}, "the value of A contains a NUL"),
+        ({"KEY": "-----BEGIN\nx"}, "the value of KEY contains a line break"),
         ({f"V{i}": "" for i in range(65)}, "65 variables, at most 64"),
     ],
 )

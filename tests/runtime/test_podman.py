@@ -22,7 +22,7 @@ from cardhour.runtime.base import (
 from cardhour.runtime.cdi import write_standin_spec
 from cardhour.runtime.detect import detect
 from cardhour.runtime.docker import DockerRuntime
-from cardhour.runtime.engine_cli import process_argv
+from cardhour.runtime.engine_cli import parse_inspect, parse_ps, process_argv
 from cardhour.runtime.podman import PodmanRuntime
 
 from .conftest import BASE, CRASH, GPUS, PYTORCH, wait_for
@@ -360,3 +360,35 @@ def _answers(url: str) -> bool:
             return True
     except OSError:
         return False
+
+
+def test_ps_json_reads_as_inspect_does() -> None:
+    """`ps` merges consecutive published ports into one entry with a `range`; start times from
+    `ps` (epoch) and `inspect` (ISO, any zone, nanoseconds) compare to the second in UTC."""
+    item = {
+        "Names": ["c1"],
+        "State": "running",
+        "Labels": {"a": "b"},
+        "Ports": [
+            {"container_port": 22, "host_port": 40100, "range": 1, "protocol": "tcp"},
+            {"container_port": 8000, "host_port": 40000, "range": 2, "protocol": "tcp"},
+            {"container_port": 53, "host_port": 40053, "range": 1, "protocol": "udp"},
+        ],
+        "StartedAt": 1796615552,
+        "Pid": 4242,
+    }
+    status = parse_ps(item)
+    assert status.ports == {22: 40100, 8000: 40000, 8001: 40001}
+    assert (status.name, status.state, status.pid) == ("c1", ContainerState.RUNNING, 4242)
+    inspected = parse_inspect(
+        {
+            "Name": "c1",
+            "State": {"Status": "running", "StartedAt": "2026-12-07T11:52:32.406838011+08:00"},
+        }
+    )
+    assert status.started_at == inspected.started_at == "2026-12-07T03:52:32Z"
+    never = parse_inspect({"Name": "c2", "State": {"Status": "created", "StartedAt": _ZERO}})
+    assert never.started_at is None
+
+
+_ZERO = "0001-01-01T00:00:00Z"

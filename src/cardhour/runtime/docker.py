@@ -52,6 +52,8 @@ class DockerRuntime(PodmanRuntime):
 
     def create_args(self, spec: ContainerSpec, entrypoint: list[str], cmd: list[str]) -> list[str]:
         args = super().create_args(spec, entrypoint, cmd)
+        if spec.read_only_root:  # Podman mounts these tmpfs with --read-only; Docker does not
+            args[:0] = ["--tmpfs", "/tmp", "--tmpfs", "/run"]
         indexes = [n.split("=", 1)[1] for n in spec.devices if not n.startswith(NVIDIA_KIND + "=")]
         if indexes and "NVIDIA_VISIBLE_DEVICES" not in spec.env:
             args[:0] = ["--env", "NVIDIA_VISIBLE_DEVICES=" + ",".join(indexes)]
@@ -92,8 +94,8 @@ class DockerRuntime(PodmanRuntime):
         result = self._call(["rm", "--force", "--volumes", name], timeout=90)
         if result.returncode != 0 and "no such container" not in result.stderr.lower():
             raise RuntimeFailure(last_line(result.stderr))
-        self._remove_network(name)
         self._forget(name)
+        self._remove_network(name)
 
     def engine_refused(self, result: subprocess.CompletedProcess[str]) -> bool:
         """Docker exits 1 (gone) or 126 (not running) with the daemon's error line last."""

@@ -80,10 +80,11 @@ def parse_ps(item: dict[str, Any]) -> ContainerStatus:
     """A `ContainerStatus` from one object of `podman ps --format json` (no `error`)."""
     status = str(item.get("State", "")).lower()
     exited = status not in _STATES
-    ports = {
-        int(p["container_port"]): int(p["host_port"])
+    ports = {  # consecutive ports come as one entry with a `range`
+        int(p["container_port"]) + i: int(p["host_port"]) + i
         for p in item.get("Ports") or []
         if p.get("protocol", "tcp") == "tcp" and p.get("host_port")
+        for i in range(int(p.get("range") or 1))
     }
     started = int(item.get("StartedAt") or 0)
     return ContainerStatus(

@@ -163,7 +163,7 @@ class PodmanRuntime(ContainerRuntime):
             raise RuntimeFailure(f"building {tag} failed: {last_line(result.stderr)}")
 
     def image_labels(self, ref: str) -> dict[str, str] | None:
-        result = self._call(["image", "inspect", "--format", "{{json .Labels}}", ref])
+        result = self._call(["image", "inspect", "--format", "{{json .Config.Labels}}", ref])
         if result.returncode != 0:
             return None
         return dict(json.loads(result.stdout or "null") or {})
@@ -183,7 +183,15 @@ class PodmanRuntime(ContainerRuntime):
         if spec.network == PRIVATE:
             self._private_network(spec.name, spec.labels)
         try:
-            created = self._call(["run", "--detach", *self.create_args(spec, entrypoint, cmd)])
+            try:
+                args = self.create_args(spec, entrypoint, cmd)
+            except OSError as exc:  # its keys or env file
+                raise RuntimeFailure(f"cannot prepare {spec.name}: {exc}") from exc
+            created = self._call(["run", "--detach", *args])
+        except BaseException:
+            if spec.network == PRIVATE and self.inspect(spec.name) is None:
+                self._remove_network(spec.name)  # no container holds it: not left behind
+            raise
         finally:
             self._env_file(spec.name).unlink(missing_ok=True)  # read at create: a secret less
         status = self.inspect(spec.name)
@@ -213,18 +221,14 @@ class PodmanRuntime(ContainerRuntime):
         for host, address in sorted(spec.hosts.items()):
             args += ["--add-host", f"{host}:{address}"]
         # the renter's variables (tokens, keys) in a 0600 file, not on the engine's command
-        # line (any user's `ps` shows that); one with a newline only fits `--env`
-        lines = [f"{k}={v}\n" for k, v in sorted(spec.env.items()) if "\n" not in v]
-        if lines:
+        # line (any user's `ps` shows that); values are one line each (`core.workload.spec`)
+        if spec.env:
             path = self._env_file(spec.name)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(descriptor, "w") as out:
-                out.writelines(lines)
+                out.writelines(f"{k}={v}\n" for k, v in sorted(spec.env.items()))
             args += ["--env-file", str(path)]
-        for key, value in sorted(spec.env.items()):
-            if "\n" in value:
-                args += ["--env", f"{key}={value}"]
         args += self.device_args(spec.devices)
         if spec.cpus is not None:
             args += ["--cpus", f"{spec.cpus:g}"]
@@ -367,8 +371,8 @@ class PodmanRuntime(ContainerRuntime):
         result = self._call(["rm", "--force", "--volumes", "--time", "10", name], timeout=90)
         if result.returncode != 0 and not gone(result.stderr):
             raise RuntimeFailure(last_line(result.stderr))
-        self._remove_network(name)
         self._forget(name)
+        self._remove_network(name)
 
     def logs(self, name: str, lines: int = 20) -> str:
         result = self._call(["logs", "--tail", str(lines), name])

@@ -109,7 +109,7 @@ class InstanceCreate(BaseModel):
         default_factory=dict,
         description=f"Environment variables (at most {spec.MAX_ENV}): names "
         f"`[A-Za-z_][A-Za-z0-9_]*`, not starting `{spec.RESERVED_PREFIX}`; values at most "
-        f"{spec.MAX_ENV_VALUE} characters, no NUL.",
+        f"{spec.MAX_ENV_VALUE} characters, no NUL, no line break.",
         examples=[{"HF_HOME": "/models"}],
     )
     ports: list[StrictInt] = Field(

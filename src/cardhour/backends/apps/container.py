@@ -12,10 +12,10 @@ app is a developer's code and untrusted code runs only inside containers.
 - **Replica**: that image with a read-only root (tmpfs `/tmp`, `/run`), `--network none`,
   user 65534 with every capability dropped, `--cpus` (`core.apps.REPLICA_CPU_MILLI`, as
   placed), `--memory` (the manifest's `resources.memory_gb`, as placed), `--pids-limit` (256).
-  Its runner listens on a Unix socket in a folder of this host (owned by 65534, mode 0700)
-  mounted at `/run/cardhour`: the gateway calls it there, and nothing else can reach it. Ready
-  when `GET /healthz` answers on the socket; a replica that exits first is `Unavailable` with
-  its last log lines.
+  Its runner listens on a Unix socket in a folder of this host (`$XDG_RUNTIME_DIR` or `/run`,
+  else the temporary folder; owned by 65534, mode 0700) mounted at `/run/cardhour`: the
+  gateway calls it there, and nothing else can reach it. Ready when `GET /healthz` answers on
+  the socket; a replica that exits first is `Unavailable` with its last log lines.
 - Containers are named `ch-app-<version>-<n>` and labelled with this launcher's folder: at
   construction, replicas a previous process of the same data dir left are removed (their share
   of the fleet lapsed with it).
@@ -48,7 +48,13 @@ from cardhour.backends.apps.runtime import UnixHTTPConnection
 from cardhour.core.apps import REPLICA_CPU_MILLI
 from cardhour.core.errors import Unavailable
 from cardhour.core.replicas import AppSpec, Placed, placement_env
-from cardhour.runtime.base import ContainerRuntime, ContainerSpec, Mount, RuntimeFailure
+from cardhour.runtime.base import (
+    ContainerRuntime,
+    ContainerSpec,
+    ImageUnavailable,
+    Mount,
+    RuntimeFailure,
+)
 from cardhour.runtime.detect import detect
 from cardhour.runtime.podman import PodmanRuntime
 
@@ -109,9 +115,10 @@ class ContainerLauncher:
         self.engine, self.base_image, self.wheelhouse = engine, base_image, wheelhouse
         self.pids_limit, self.start_timeout = pids_limit, start_timeout
         self.work_dir = work_dir
-        # a socket path must stay under 108 bytes: a short folder, not under the data dir
+        # a socket path must stay under 108 bytes: a short folder, not under the data dir;
+        # the user's runtime folder (or /run) rather than /tmp, which others may write in
         self.dir_label = hashlib.sha256(str(work_dir.resolve()).encode()).hexdigest()[:12]
-        self._sockets = Path(tempfile.gettempdir()) / f"cardhour-apps-{self.dir_label}"
+        self._sockets = runtime_folder() / f"cardhour-apps-{self.dir_label}"
         self._counter = itertools.count(1)
         self._base_distributions: dict[str, str] | None = None
         self._built: set[str] = set()
@@ -149,7 +156,11 @@ class ContainerLauncher:
             if status.error:
                 raise Unavailable(f"replica of {spec.key} did not start: {status.error}")
             self._wait_ready(spec, replica)
-        except RuntimeFailure as exc:
+        except ImageUnavailable as exc:  # removed since it was built: build it again next time
+            self._built.discard(image)
+            self._remove(name, socket_dir)
+            raise Unavailable(f"replica of {spec.key} did not start: {exc}") from exc
+        except (RuntimeFailure, OSError) as exc:
             self._remove(name, socket_dir)
             raise Unavailable(f"replica of {spec.key} did not start: {exc}") from exc
         except BaseException:
@@ -279,8 +290,11 @@ class ContainerLauncher:
                 if code != 0:
                     last = out.strip().splitlines()[-1:] or ["no output"]
                     raise RuntimeFailure(f"cannot read {self.base_image}: {last[0]}")
-                found = json.loads(out.strip().splitlines()[-1])
-                self._base_distributions = {normalise(k): v for k, v in found.items()}
+                try:
+                    found = json.loads(out.strip().splitlines()[-1])
+                    self._base_distributions = {normalise(k): v for k, v in found.items()}
+                except (ValueError, IndexError, AttributeError) as exc:
+                    raise RuntimeFailure(f"cannot read {self.base_image}'s packages") from exc
             return self._base_distributions
 
     # -- replicas ---------------------------------------------------------------------------
@@ -347,6 +361,14 @@ class ContainerLauncher:
         return self.work_dir
 
 
+def runtime_folder() -> Path:
+    """Where this user's sockets go: `$XDG_RUNTIME_DIR`, else /run when writable (root), else
+    the temporary folder."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"])
+    return Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
+
+
 def container_launcher(
     conf: Path | None,
     work_dir: Path,
@@ -356,10 +378,11 @@ def container_launcher(
 ) -> ContainerLauncher:
     """A launcher on this machine's engine (`runtime.detect`: Podman with `conf`, else Docker);
     with neither, on Podman anyway: replicas then fail with the reason, the platform runs."""
+    files = work_dir / "engine"  # the engine's own files (env files), the platform user's
     try:
-        engine = detect(conf)
+        engine = detect(conf, entrypoint_dir=files)
     except RuntimeFailure:
-        engine = PodmanRuntime(conf=conf)
+        engine = PodmanRuntime(conf=conf, entrypoint_dir=files)
     return ContainerLauncher(engine, work_dir, base_image, wheelhouse, start_timeout=start_timeout)
 
 

@@ -97,7 +97,10 @@ def serve(
         class UnixHandler(Handler):
             disable_nagle_algorithm = False  # no TCP: no Nagle, and no TCP_NODELAY to set
 
-        return UnixHTTPServer(socket_path, UnixHandler)
+        unix = UnixHTTPServer(socket_path, UnixHandler)
+        # connecting needs write permission on the socket; its 0700 folder decides who may
+        os.chmod(socket_path, 0o666)
+        return unix
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     return server

@@ -180,6 +180,10 @@ class LocalAppRuntime:
         conns: dict[Address, http.client.HTTPConnection] = self._conns.__dict__.setdefault(
             "by_address", {}
         )
+        if len(conns) > 1:  # connections to replicas gone since: closed, not kept forever
+            live = {r.address for pool in list(self._pools.values()) for r in list(pool.replicas)}
+            for stale in [a for a in conns if a not in live and a != address]:
+                conns.pop(stale).close()
         conn = conns.get(address)
         if conn is not None and conn.sock is not None and dropped(conn.sock):
             conn.close()  # http.client connects again on request
@@ -336,9 +340,9 @@ class LocalAppRuntime:
                 f"replica of {spec.key} cannot start: its requirements {', '.join(lacking)} "
                 "are not available here (the operator installs them: docs/dev/marketplace.md)"
             )
+        self.prepare(spec)  # an image build first: a share placed only once it is done
         placed = self.placer.place(spec.key, spec.resources) if self.placer else None
         try:
-            self.prepare(spec)
             handle, address = self.launcher.start(spec, placed)
         except BaseException:
             if placed is not None and self.placer is not None:

@@ -33,7 +33,8 @@ def check_command(command: str | None) -> str | None:
 
 def check_env(env: Mapping[str, str]) -> dict[str, str]:
     """Names `[A-Za-z_][A-Za-z0-9_]*`, none starting `CARDHOUR_`; at most 64; values at most
-    4096 characters, no NUL. The order given is kept (the container sees them in it)."""
+    4096 characters, no NUL and no line break (an engine's env file and sshd's environment
+    file hold one variable per line). The order given is kept (the container sees them in it)."""
     if len(env) > MAX_ENV:
         raise InvalidInput(f"env: {len(env)} variables, at most {MAX_ENV}")
     for name, value in env.items():
@@ -52,6 +53,11 @@ def check_env(env: Mapping[str, str]) -> dict[str, str]:
             )
         if "\0" in value:
             raise InvalidInput(f"env: the value of {name} contains a NUL character")
+        if "\n" in value or "\r" in value:
+            raise InvalidInput(
+                f"env: the value of {name} contains a line break (one line each; encode a "
+                "multi-line value, e.g. base64)"
+            )
     return dict(env)
 
 

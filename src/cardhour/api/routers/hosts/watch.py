@@ -37,7 +37,8 @@ class VersionWatch:
         """Some hosts' versions changed (thread-safe; nothing to do while nobody waits)."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake)
+            with contextlib.suppress(RuntimeError):  # closed meanwhile (shutdown)
+                loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
         self.sequence += 1
