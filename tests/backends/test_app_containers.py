@@ -99,6 +99,7 @@ def launcher(runtime: PodmanRuntime, tmp_path: Path) -> Iterator[ContainerLaunch
     yield made
     made.stop_all()
     assert runtime.list({LABEL_DIR: made.dir_label}) == []
+    assert not made._sockets.exists()  # nothing left in /run
 
 
 def test_a_replica_is_a_locked_down_container(

@@ -26,6 +26,7 @@ app is a developer's code and untrusted code runs only inside containers.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -185,6 +186,8 @@ class ContainerLauncher:
 
     def stop_all(self) -> None:
         self.remove_left_over()
+        with contextlib.suppress(OSError):  # its folder too, once empty
+            self._sockets.rmdir()
 
     def missing(self, requirements: Collection[str]) -> list[str]:
         """The requirements neither the base image nor the wheelhouse has (a base image that
