@@ -7,7 +7,8 @@ enough cash calls it. One warm-up call starts the replica. Then `--rounds` round
 `--calls` pairs (1,000), interleaved: the same JSON input once through the gateway (`POST
 /api/v1/apps/SLUG/invoke`: the API key, app, version and spendable cash from the gateway's
 caches, the replica called, the call recorded with one INSERT) and once straight to the
-replica's port, both over one keep-alive httpx client each. Per round: p50/p99 of both and the
+replica (a container on the platform's default runtime: its Unix socket), both over one
+keep-alive httpx client each. Per round: p50/p99 of both and the
 difference of the percentiles (added); the report shows the median round and the range of the
 added p99. Then the recorded calls are settled (`app_earnings.settle`, what the apps reconciler
 does every second). Checks: every call answered 200, each charged once, the caller's cash down
@@ -288,9 +289,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "gateway (`POST /api/v1/apps/echo/invoke` over HTTP on loopback: API key, app, version "
         "and spendable cash from the gateway's caches, the replica called, the call recorded "
         "with one INSERT; the ledger posting happens after, in batches) interleaved with the "
-        "same call straight to the replica's port; added = gateway percentile − direct "
-        "percentile, per round; the table shows the median round and the range of the added "
-        "p99. One warm replica; one keep-alive client each.",
+        "same call straight to the replica (a container: its Unix socket); added = gateway "
+        "percentile − direct percentile, per round; the table shows the median round and the "
+        "range of the added p99. One warm replica; one keep-alive client each.",
         "",
         md_table(INSERT_HEAD, insert_rows(report)),
         "",

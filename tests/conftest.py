@@ -32,8 +32,8 @@ from cardhour.settings import Settings
 
 PG_URL = os.environ.get("CARDHOUR_TEST_PG_URL")
 
-# Marketplace replicas run as local processes in tests (a cold start in ~0.2 s, not a container's
-# ~1 s): the gateway, scaling and billing do not depend on where a replica runs. The container
+# Marketplace replicas run as local processes in tests (no image build or container start per
+# test): the gateway, scaling and billing do not depend on where a replica runs. The container
 # launcher, the default, has its own tests (tests/backends/test_app_containers.py,
 # tests/api/marketplace/test_app_containers.py), which ask for it explicitly.
 os.environ.setdefault("CARDHOUR_MARKETPLACE__RUNTIME", "process")

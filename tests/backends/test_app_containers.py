@@ -102,11 +102,19 @@ def launcher(runtime: PodmanRuntime, tmp_path: Path) -> Iterator[ContainerLaunch
     assert not made._sockets.exists()  # nothing left in /run
 
 
+@pytest.fixture
+def replicas(launcher: ContainerLauncher) -> Iterator[LocalAppRuntime]:
+    """The marketplace's runtime on `launcher`; every replica stopped afterwards."""
+    made = LocalAppRuntime(launcher, ManualClock(), start_timeout=30)
+    yield made
+    made.stop_all()
+
+
 def test_a_replica_is_a_locked_down_container(
-    launcher: ContainerLauncher, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    replicas: LocalAppRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CARDHOUR_SECRET", "database-password")
-    rt = LocalAppRuntime(launcher, ManualClock(), start_timeout=30)
+    rt = replicas
     spec = _spec(tmp_path, "lockdown:1", INSIDE)
     result = rt.call(spec, {})
     assert result.status == 200, result.body
@@ -124,13 +132,13 @@ def test_a_replica_is_a_locked_down_container(
 
 
 def test_requirements_come_from_the_base_image_or_the_wheelhouse(
-    launcher: ContainerLauncher, tmp_path: Path
+    launcher: ContainerLauncher, replicas: LocalAppRuntime, tmp_path: Path
 ) -> None:
     assert launcher.missing(["numpy", "tinylib==1.0", "tinylib==2.0", "absent"]) == [
         "tinylib==2.0 (installed: 1.0)",
         "absent",
     ]
-    rt = LocalAppRuntime(launcher, ManualClock(), start_timeout=30)
+    rt = replicas
     code = "import tinylib\n\ndef handle(request):\n    return {'value': tinylib.VALUE}\n"
     spec = _spec(tmp_path, "wheels:1", code, ("tinylib==1.0", "numpy"))
     result = rt.call(spec, {})
@@ -138,29 +146,28 @@ def test_requirements_come_from_the_base_image_or_the_wheelhouse(
     lacking = _spec(tmp_path, "lacking:1", code, ("absent",))
     with pytest.raises(Unavailable, match="requirements absent are not available here"):
         rt.call(lacking, {})
-    rt.stop_all()
 
 
 def test_an_app_that_dies_at_start_is_refused_with_its_last_lines(
     launcher: ContainerLauncher,
+    replicas: LocalAppRuntime,
     runtime: PodmanRuntime,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    rt = LocalAppRuntime(launcher, ManualClock(), start_timeout=30)
     spec = _spec(tmp_path, "crash:1", "raise RuntimeError('no model file at import')\n")
     with pytest.raises(Unavailable, match="(?s)exited: .*RuntimeError: no model file at import"):
-        rt.call(spec, {})
+        replicas.call(spec, {})
     assert runtime.list({LABEL_DIR: launcher.dir_label}) == []  # nothing left running
 
 
 def test_replicas_a_previous_process_left_are_removed(
     launcher: ContainerLauncher,
+    replicas: LocalAppRuntime,
     runtime: PodmanRuntime,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    rt = LocalAppRuntime(launcher, ManualClock(), start_timeout=30)
     spec = _spec(tmp_path, "orphan:1", "def handle(request):\n    return {}\n")
-    assert rt.call(spec, {}).status == 200
+    assert replicas.call(spec, {}).status == 200
     (left,) = runtime.list({LABEL_DIR: launcher.dir_label})
     # the platform died without stopping it; the next one on the same data dir starts
     ContainerLauncher(runtime, tmp_path / "work", APP_BASE)

@@ -12,6 +12,7 @@ loop.
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import time
 from dataclasses import dataclass, field
@@ -62,9 +63,9 @@ class Converger:
     probes: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # by start
     applied: dict[str, tuple[str, str]] = field(default_factory=dict)  # peers: (start, digest)
     pruned: bool = False  # this host's unused private networks removed (once per agent)
-    sshd_seen: dict[str, str] = field(default_factory=dict)  # container -> start it has sshd
-    #: container -> (its start, when this agent first found its sshd silent)
-    greeting_since: dict[str, tuple[str, float]] = field(default_factory=dict)
+    #: container -> (its start, when this agent first found its sshd silent; infinity once
+    #: the image was found to have sshd: never asked again for that start)
+    silent_since: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
@@ -85,8 +86,7 @@ class Converger:
             self.runtime.remove(have[name].name)
             self.probes.pop(have[name].name, None)
             self.applied.pop(have[name].name, None)
-            self.sshd_seen.pop(have[name].name, None)
-            self.greeting_since.pop(have[name].name, None)
+            self.silent_since.pop(have[name].name, None)
         for name, spec in want.items():
             current = have.get(name)
             if current is not None and current.labels.get(LABEL_FINGERPRINT) != spec["fingerprint"]:
@@ -272,16 +272,15 @@ class Converger:
             # call, but one per start asking whether the image has sshd at all once it has
             # been silent for a while (sshd greets within a second where there is one)
             if "22" in ports and not ssh_greets(self.address, ports["22"]):
-                since = self.greeting_since.get(name)
+                since = self.silent_since.get(name)
                 if since is None or since[0] != started:
-                    self.greeting_since[name] = since = (started, time.monotonic())
-                silent = time.monotonic() - since[1] > SSHD_GRACE_SECONDS
-                if silent and self.sshd_seen.get(name) != started:
+                    self.silent_since[name] = since = (started, time.monotonic())
+                if time.monotonic() - since[1] > SSHD_GRACE_SECONDS:
                     if self._lacks_sshd(name):
                         probes = {"no_sshd": "true"}
                         self.probes[name] = (started, probes)
                         return probes
-                    self.sshd_seen[name] = started
+                    self.silent_since[name] = (started, math.inf)
                 return None
             out = self._read_first(
                 name, "/root/.ssh/authorized_keys", "/run/cardhour/authorized_keys"

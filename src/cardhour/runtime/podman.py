@@ -183,14 +183,12 @@ class PodmanRuntime(ContainerRuntime):
         if spec.network == PRIVATE:
             self._private_network(spec.name, spec.labels)
         try:
-            try:
-                args = self.create_args(spec, entrypoint, cmd)
-            except OSError as exc:  # its keys or env file
-                raise RuntimeFailure(f"cannot prepare {spec.name}: {exc}") from exc
-            created = self._call(["run", "--detach", *args])
-        except BaseException:
+            created = self._call(["run", "--detach", *self.create_args(spec, entrypoint, cmd)])
+        except BaseException as exc:
             if spec.network == PRIVATE and self.inspect(spec.name) is None:
                 self._remove_network(spec.name)  # no container holds it: not left behind
+            if isinstance(exc, OSError):  # its keys or env file
+                raise RuntimeFailure(f"cannot prepare {spec.name}: {exc}") from exc
             raise
         finally:
             self._env_file(spec.name).unlink(missing_ok=True)  # read at create: a secret less

@@ -45,7 +45,8 @@ from pathlib import Path
 
 from cardhour.backends.apps import runner
 from cardhour.backends.apps.process import missing as missing_from
-from cardhour.backends.apps.runtime import UnixHTTPConnection
+from cardhour.backends.apps.process import requirement_name
+from cardhour.backends.apps.runtime import connection
 from cardhour.core.apps import REPLICA_CPU_MILLI
 from cardhour.core.errors import Unavailable
 from cardhour.core.replicas import AppSpec, Placed, placement_env
@@ -256,9 +257,9 @@ class ContainerLauncher:
                 (context / "wheels").mkdir()
                 wheels = wheels_in(self.wheelhouse)
                 for line in spec.requirements:
-                    name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
-                    if name and normalise(name.group(0)) in wheels:
-                        shutil.copy(wheels[normalise(name.group(0))][1], context / "wheels")
+                    wheel = wheels.get(normalise(requirement_name(line) or ""))
+                    if wheel is not None:
+                        shutil.copy(wheel[1], context / "wheels")
                 (context / "requirements.txt").write_text("\n".join(spec.requirements) + "\n")
                 lines += [
                     "COPY wheels /tmp/wheels",
@@ -309,7 +310,7 @@ class ContainerLauncher:
         path = str(replica.socket_dir / SOCKET)
         while True:
             if os.path.exists(path):
-                conn = UnixHTTPConnection(path, timeout=5)
+                conn = connection(path, timeout=5)
                 try:
                     conn.request("GET", "/healthz")
                     if conn.getresponse().status == 200:

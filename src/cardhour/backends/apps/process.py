@@ -61,15 +61,21 @@ def installed_version(name: str) -> str | None:
         return None
 
 
+def requirement_name(line: str) -> str | None:
+    """The distribution a requirement line names (`numpy>=1.24` → `numpy`), None if none."""
+    found = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
+    return found.group(0) if found else None
+
+
 def missing(requirements: Collection[str], installed: Callable[[str], str | None]) -> list[str]:
     """The requirements `installed` (a distribution name → its version or None) does not
     satisfy: absent, or not at an `==` pinned version (other specifiers are not checked)."""
     lacking = []
     for line in requirements:
-        name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
+        name = requirement_name(line)
         if name is None:
             continue
-        have = installed(name.group(0))
+        have = installed(name)
         if have is None:
             lacking.append(line)
             continue

@@ -149,6 +149,7 @@ class LocalAppRuntime:
         self._pools: dict[str, _Pool] = {}
         self._lock = threading.Lock()
         self._conns = threading.local()
+        self._stops = 0  # replicas stopped so far
 
     def call(self, spec: AppSpec, payload: dict[str, Any]) -> CallResult:
         """The replica's answer, whatever its status (an answer that is not JSON becomes
@@ -180,7 +181,9 @@ class LocalAppRuntime:
         conns: dict[Address, http.client.HTTPConnection] = self._conns.__dict__.setdefault(
             "by_address", {}
         )
-        if len(conns) > 1:  # connections to replicas gone since: closed, not kept forever
+        if self._conns.__dict__.get("stops_seen", 0) != self._stops:
+            # a replica stopped since this thread looked: close connections to gone ones
+            self._conns.stops_seen = self._stops
             live = {r.address for pool in list(self._pools.values()) for r in list(pool.replicas)}
             for stale in [a for a in conns if a not in live and a != address]:
                 conns.pop(stale).close()
@@ -352,6 +355,7 @@ class LocalAppRuntime:
 
     def _stop(self, replica: Replica) -> None:
         self.launcher.stop(replica.handle)
+        self._stops += 1  # callers' threads drop their connections to it (`_post`)
         if replica.placed is not None and self.placer is not None:
             try:
                 self.placer.release(replica.placed.replica_id)
