@@ -47,6 +47,7 @@ from cardhour.scheduler import Scheduler, warm
 from cardhour.services.billing import customers, ledger, pricing
 from cardhour.services.compute import scheduling
 from cardhour.services.hosts.book import HostBook
+from cardhour.services.hosts.heartbeats import Heartbeats
 from cardhour.services.marketplace import demo as demo_apps
 from cardhour.services.marketplace.replicas import ReplicaPlacer
 from cardhour.settings import Settings, load_catalog
@@ -132,6 +133,7 @@ class Platform:
             self.catalog.currency,
             settings.marketplace.developer_share_bp,
         )
+        self.heartbeats = Heartbeats(self.statements, self.sessions)
         self.scheduler.followers = [self.provisioner]  # a placement is provisioned at once
         self.reconcilers: list[Reconciler] = [
             self.inventory,
@@ -265,6 +267,7 @@ class Platform:
             thread.join(timeout=10)
         self._threads.clear()
         self.gateway.close()
+        self.heartbeats.close()
         self.app_runtime.stop_all()
         self.statements.dispose()
         self.engine.dispose()

@@ -32,6 +32,10 @@ class HostRow(Base):
     runtime: Mapped[str | None] = mapped_column(String(32), nullable=True)  # podman | docker
     standin: Mapped[bool] = mapped_column(Boolean, default=False)  # stand-in GPUs (test machines)
     desired_version: Mapped[int] = mapped_column(Integer, default=0)
+    #: the last full report's digest and the `desired_version` it was applied at: a report
+    #: with the same digest at the same version changes nothing but `last_seen_at`
+    report_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    reported_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)
     joined_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     last_seen_at: Mapped[datetime | None] = mapped_column(TS, nullable=True, index=True)

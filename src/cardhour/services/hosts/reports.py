@@ -5,10 +5,15 @@ watches).
 Report contract: `containers` lists every container the agent holds for cardhour (running or
 not); one it does not list has none on the host. A container no longer wanted and no longer
 listed is forgotten. Reports are idempotent: the same report twice changes nothing more.
+
+Most reports repeat the last one (an idle host says the same every heartbeat): those take
+`services.hosts.heartbeats` (one UPDATE). `record` notes each report's `digest` and the version
+it was applied at, which is what makes the next one a repeat or not.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -36,6 +41,20 @@ class Desired:
     changed: bool = False  # the report changed the inventory or a container's state or report
 
 
+def digest(
+    containers: list[ContainerReport] | None,
+    address: str | None,
+    runtime: str | None,
+    standin: bool | None,
+) -> str | None:
+    """What a report says apart from the inventory, in 32 hex digits; None when it says
+    nothing of its containers (such a report is never a repeat)."""
+    if containers is None:
+        return None
+    said = [address, runtime, standin, [[c.workload, c.state, c.detail] for c in containers]]
+    return hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest()[:32]
+
+
 def record(
     session: Session,
     host: HostRow,
@@ -48,7 +67,8 @@ def record(
 ) -> Desired:
     """Apply one report to `host` and return what is wanted on it (`changed`: whether the
     report told something new, so the reconcilers have something to look at). `containers`
-    None: the agent does not know yet (it just started): what was last reported stands."""
+    None: the agent does not know yet (it just started): what was last reported stands.
+    Notes the report's `digest` at the host's version (`services.hosts.heartbeats`)."""
     for report in containers or []:
         if report.state not in STATES:
             raise InvalidInput(f"container state {report.state!r}; one of {', '.join(STATES)}")
@@ -56,6 +76,8 @@ def record(
             if isinstance(value, str) and len(value) > MAX_REPORT_TEXT:
                 raise InvalidInput(f"report of {report.workload} too long")
     host.last_seen_at = now
+    host.report_digest = digest(containers, address, runtime, standin)
+    host.reported_version = host.desired_version
     changed = False
     if inventory is not None:
         text = json.dumps(inventory, sort_keys=True)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from sqlalchemy import String, any_, bindparam, delete, func, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import Executable
 
 from cardhour.db.models import HostContainerRow, HostRow
 
@@ -24,6 +25,26 @@ def get_by_token(session: Session, token_hash: str) -> HostRow | None:
 def get_by_credential(session: Session, credential_hash: str) -> HostRow | None:
     query = select(HostRow).where(HostRow.credential_hash == credential_hash)
     return session.scalars(query).first()
+
+
+def touch_statement() -> Executable:
+    """Set `last_seen_at` (`:now`) of the enrolled host `:name` holding the credential whose
+    hash is `:credential_hash`, if its last full report had digest `:digest` at its current
+    desired version; returns (id, desired_version), or no row (and writes nothing). One
+    statement, committed by itself: an idle host's heartbeat. (Its parameters are not named
+    after columns: an UPDATE would set those.)"""
+    return (
+        update(HostRow)
+        .where(
+            HostRow.credential_hash == bindparam("credential_hash_"),
+            HostRow.name == bindparam("name_"),
+            HostRow.removed_at.is_(None),
+            HostRow.report_digest == bindparam("digest_"),
+            HostRow.reported_version == HostRow.desired_version,
+        )
+        .values(last_seen_at=bindparam("now_", type_=HostRow.__table__.c.last_seen_at.type))
+        .returning(HostRow.id, HostRow.desired_version)
+    )
 
 
 def list_hosts(session: Session, joined_only: bool = False) -> list[HostRow]:

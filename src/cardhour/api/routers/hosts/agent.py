@@ -49,20 +49,24 @@ def _watch(request: Request, platform: Platform) -> VersionWatch:
 
 
 def _record(ctx: Ctx, body: schemas.AgentReport) -> tuple[str, reports.Desired]:
+    containers = (
+        None
+        if body.containers is None
+        else [
+            reports.ContainerReport(
+                c.workload, c.state, c.model_dump(exclude={"workload", "state"}, exclude_none=True)
+            )
+            for c in body.containers
+        ]
+    )
+    heartbeats = ctx.platform.heartbeats
+    if body.inventory is None:
+        said = reports.digest(containers, body.address, body.runtime, body.standin)
+        repeat = heartbeats.repeated(ctx.api_key, body.host, ctx.now, said)
+        if repeat is not None:
+            return repeat
     with ctx.tx() as session:
         host = enrolment.authenticate(session, ctx.api_key, body.host)
-        containers = (
-            None
-            if body.containers is None
-            else [
-                reports.ContainerReport(
-                    c.workload,
-                    c.state,
-                    c.model_dump(exclude={"workload", "state"}, exclude_none=True),
-                )
-                for c in body.containers
-            ]
-        )
         desired = reports.record(
             session,
             host,
@@ -73,12 +77,17 @@ def _record(ctx: Ctx, body: schemas.AgentReport) -> tuple[str, reports.Desired]:
             body.runtime,
             body.standin,
         )
-        return host.id, desired
+        host_id = host.id
+    heartbeats.lists.keep(host_id, desired)
+    return host_id, desired
 
 
 def _desired(ctx: Ctx, host_name: str) -> reports.Desired:
     with ctx.tx() as session:
-        return reports.desired(session, enrolment.authenticate(session, ctx.api_key, host_name))
+        host = enrolment.authenticate(session, ctx.api_key, host_name)
+        desired, host_id = reports.desired(session, host), host.id
+    ctx.platform.heartbeats.lists.keep(host_id, desired)
+    return desired
 
 
 @router.post("/report", response_model=schemas.AgentDesired)

@@ -1,0 +1,29 @@
+"""hosts: what the last full report said (a digest) and at which version, so that a heartbeat
+that repeats it is one UPDATE
+
+Revision ID: 0021
+Revises: 0020
+Create Date: 2026-12-07 07:00:00.000000
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0021"
+down_revision = "0020"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("hosts") as batch:
+        batch.add_column(sa.Column("report_digest", sa.String(length=64), nullable=True))
+        batch.add_column(sa.Column("reported_version", sa.Integer(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("hosts") as batch:
+        batch.drop_column("reported_version")
+        batch.drop_column("report_digest")
