@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cardhour.agent import nccl
 from tests.agent.conftest import Hosts, wait_for
 from tests.agent.test_real_hosts import instance, keypair, renter, ssh
 
@@ -44,3 +45,20 @@ def test_from_the_head_ssh_reaches_the_worker_by_its_hostname(hosts: Hosts, tmp_
     hop = "ssh job-worker1 ssh job hostname"
     back = ssh(key, head["host"], head["port"], hop)
     assert back.returncode == 0 and back.stdout.strip() == "job", back.stderr
+    # the gate's all-reduce across nodes, as the head's agent runs it on real GPUs: the workers
+    # let the head in; these images have no mpirun, so the probe says it cannot be measured
+    (box,) = [b for s in ("a", "b") for b in hosts.containers(s) if _hostname(hosts, b) == "job"]
+    spec = {
+        "peers": {"ssh": [{"host": "job"}, {"host": "job-worker1"}]},
+        "hostname": "job",
+        "gpus": list(range(8)),
+        "image": "img",
+    }
+    probe = nccl.cluster_probe(hosts.runtime, box, spec)
+    assert probe is not None and "mpirun" in probe["cluster_all_reduce_unavailable"], probe
+    spec["peers"]["ssh"].append({"host": "job-worker2"})  # type: ignore[index]
+    assert nccl.cluster_probe(hosts.runtime, box, spec) is None  # one node does not answer
+
+
+def _hostname(hosts: Hosts, box: str) -> str:
+    return hosts.runtime.exec(box, ["hostname"])[1].strip()

@@ -9,6 +9,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
+from cardhour.core.hosts import inventory_key
 from cardhour.db.engine import make_engine
 from cardhour.db.migrate import alembic_config, upgrade
 from cardhour.db.models import Base
@@ -73,3 +74,30 @@ def test_0020_keeps_instances_and_what_refers_to_them(empty_database_url: str) -
             {"at": at},
         )
     engine.dispose()
+
+
+def test_0021_keys_the_inventories_it_finds(empty_database_url: str) -> None:
+    """0021 gives every stored inventory the key `core.hosts.inventory_key` gives it (the host
+    book reads an inventory again only when its key moves); a host without one gets none."""
+    engine = make_engine(empty_database_url)
+    config = alembic_config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0020")
+    inventory = '{"gpus": []}'
+    with engine.begin() as conn:
+        for name, text_ in (("a", inventory), ("b", None)):
+            conn.execute(
+                text(
+                    "INSERT INTO hosts (id, name, data_centre, inventory, standin, "
+                    "desired_version, created_at) VALUES (:n, :n, 'bj1', :inv, false, 0, "
+                    "'2026-12-01 00:00:00')"
+                ),
+                {"n": name, "inv": text_},
+            )
+    upgrade(engine)
+    with engine.begin() as conn:
+        rows = conn.execute(text("SELECT name, inventory_key FROM hosts"))
+        keys = {name: key for name, key in rows}
+    engine.dispose()
+    assert keys == {"a": inventory_key(inventory), "b": None}

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cardhour.agent import nccl
 from cardhour.core.cluster import HOSTFILE_PATH
 from cardhour.core.hosts import EXITED, FAILED, MAX_REPORT_TEXT, PENDING, RUNNING
 from cardhour.runtime.base import (
@@ -38,7 +39,6 @@ LABEL_FINGERPRINT = "org.cardhour.fingerprint"
 LABEL_SSH_PORT = "org.cardhour.ssh-port"  # on the host's network: where its sshd listens
 LOG_LINES = 20
 HOSTFILE_DIR = HOSTFILE_PATH.rsplit("/", 1)[0]
-COMMAND_NOT_FOUND = 127  # a shell's exit code for a program that is not there
 SSHD_GRACE_SECONDS = 2.0  # silent this long: ask whether the image has sshd at all
 
 
@@ -62,6 +62,10 @@ class Converger:
     failed: dict[str, tuple[str, str]] = field(default_factory=dict)  # workload -> (fp, why)
     probes: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # by start
     applied: dict[str, tuple[str, str]] = field(default_factory=dict)  # peers: (start, digest)
+    #: a cluster head's all-reduce across nodes: (start, peers digest, probe)
+    across: dict[str, tuple[str, str, dict[str, str]]] = field(default_factory=dict)
+    #: workloads whose report waits on something this pass could not finish (ask again soon)
+    unfinished: set[str] = field(default_factory=set)
     pruned: bool = False  # this host's unused private networks removed (once per agent)
     #: container -> (its start, when this agent first found its sshd silent; infinity once
     #: the image was found to have sshd: never asked again for that start)
@@ -80,12 +84,13 @@ class Converger:
             c.labels.get(LABEL_WORKLOAD, c.name): c
             for c in self.runtime.list({LABEL_HOST: self.host})
         }
-        settled = True
+        settled, self.unfinished = True, set()
         for name in sorted(set(have) - set(want)):
             log.info("removing %s: no longer wanted here", name)
             self.runtime.remove(have[name].name)
             self.probes.pop(have[name].name, None)
             self.applied.pop(have[name].name, None)
+            self.across.pop(have[name].name, None)
             self.silent_since.pop(have[name].name, None)
         for name, spec in want.items():
             current = have.get(name)
@@ -110,8 +115,9 @@ class Converger:
             except RuntimeFailure as exc:  # this container only: the others still report
                 log.warning("cannot look at %s: %s", name, exc)
                 report = {"workload": name, "state": PENDING, "error": str(exc)}
-            settled &= report["state"] in (FAILED, EXITED) or (
-                report["state"] == RUNNING and "probes" in report
+            settled &= name not in self.unfinished and (
+                report["state"] in (FAILED, EXITED)
+                or (report["state"] == RUNNING and "probes" in report)
             )
             reports.append(clamped(report))
         return reports, settled
@@ -217,7 +223,30 @@ class Converger:
             applied = self._peers(box, spec, status)
             if applied is not None:
                 report["peers"] = applied
+                if self.real_gpus and int(spec.get("rank", 0)) == 0:
+                    across = self._across(box, spec, status, applied)
+                    if across is None:
+                        self.unfinished.add(name)
+                    else:
+                        report["probes"] = {**probes, **across}
         return report
+
+    def _across(
+        self, name: str, spec: dict[str, Any], status: ContainerStatus, digest: str
+    ) -> dict[str, str] | None:
+        """The head's all-reduce across the cluster's nodes (`nccl.cluster_probe`): once per
+        start and peers version; None until every worker lets the head in."""
+        started = str(status.started_at)
+        found = self.across.get(name)
+        if found is not None and found[:2] == (started, digest):
+            return found[2]
+        try:
+            probe = nccl.cluster_probe(self.runtime, name, spec)
+        except RuntimeFailure:
+            return None
+        if probe is not None:
+            self.across[name] = (started, digest, probe)
+        return probe
 
     def _peers(self, name: str, spec: dict[str, Any], status: ContainerStatus) -> str | None:
         """Let the cluster's nodes in (`spec["peers"]`: every node's key, and an ssh config
@@ -295,14 +324,7 @@ class Converger:
             probes["cluster_key"] = key
         gpus = len(spec.get("gpus", []))
         if self.real_gpus and gpus >= 2:
-            code, out = self._all_reduce(name, gpus)
-            if code == COMMAND_NOT_FOUND:
-                probes["all_reduce_unavailable"] = (
-                    f"the image {spec['image']} has no all_reduce_perf (nccl-tests): "
-                    "NCCL bandwidth not measured"
-                )
-            else:
-                probes["all_reduce"] = out
+            probes |= nccl.node_probe(self.runtime, name, str(spec["image"]), gpus)
         self.probes[name] = (started, probes)
         return probes
 
@@ -338,15 +360,6 @@ class Converger:
             if code == 0:
                 return out
         return None
-
-    def _all_reduce(self, name: str, gpus: int) -> tuple[int, str]:
-        """nccl-tests' all-reduce over the container's `gpus` GPUs: (exit code, output);
-        `COMMAND_NOT_FOUND` when the image has no `all_reduce_perf`."""
-        argv = ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", str(gpus)]
-        code, out = self.runtime.exec(name, argv, 600)
-        if code in (126, COMMAND_NOT_FOUND) and "all_reduce_perf" in out:  # not its GPUs' fault
-            return COMMAND_NOT_FOUND, out
-        return code, out
 
 
 def ssh_greets(address: str, port: int, timeout: float = 2.0) -> bool:

@@ -10,6 +10,7 @@ from the admin who enrolled it.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,12 @@ STATES = (PENDING, RUNNING, EXITED, FAILED)
 #: the longest text field of a container report (a report is not a log shipper): the control
 #: plane refuses more, the agent keeps the last this many characters of a longer one
 MAX_REPORT_TEXT = 64_000
+
+
+def inventory_key(text: str) -> str:
+    """What changes whenever a host's inventory (its JSON text as stored) does: 16 hex
+    digits of its SHA-256 ("" for none)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
 
 
 def check_name(name: str) -> str:

@@ -22,12 +22,15 @@ from tests.conftest import Api
 HEARTBEAT, LOST_AFTER = 10, 40
 
 
-def inventory(model: str = "H100", count: int = 8, host: str = "h") -> dict[str, Any]:
-    """What an agent on `count` GPUs of `model` reports (nvidia-smi's names and topology)."""
+def inventory(
+    model: str = "H100", count: int = 8, host: str = "h", ib_rails: int = 0
+) -> dict[str, Any]:
+    """What an agent on `count` GPUs of `model` reports (nvidia-smi's names and topology;
+    `ibstat` with `ib_rails` active 400 Gb/s ports)."""
     catalog = load_catalog()
     gpu = catalog.model_by_id(model)
     names = {"H100": "NVIDIA H100 80GB HBM3", "RTX4090": "NVIDIA GeForce RTX 4090"}
-    node = NodeSpec(host, "bj1", gpu.id, count, 64, 512, None, None, 0, 0)
+    node = NodeSpec(host, "bj1", gpu.id, count, 64, 512, None, None, ib_rails, 400)
     return {
         "gpus": [
             {
@@ -40,7 +43,7 @@ def inventory(model: str = "H100", count: int = 8, host: str = "h") -> dict[str,
             for i in range(count)
         ],
         "topology": modelled.nvidia_smi_topo(node, gpu),
-        "ibstat": None,
+        "ibstat": modelled.ibstat(node) if ib_rails else None,
         "cpus": 64,
         "memory_mb": 512 * 1024,
         "disk_gb": 1000,
@@ -98,19 +101,20 @@ class HostsApi(Api):
         count: int = 8,
         address: str = "",
         standin: bool = True,
+        ib_leaf: str | None = None,
     ) -> Agent:
         """Enrol `name`, join it and report its inventory (not yet in the node table: settle);
-        `standin=False`: it says its GPUs are real (the gate then reads its probes)."""
+        `standin=False`: it says its GPUs are real (the gate then reads its probes);
+        `ib_leaf`: on that InfiniBand leaf, with 8 rails."""
         assert self.admin is not None
-        r = self.client.post(
-            "/api/v1/admin/hosts", json={"name": name, "data_centre": "bj1"}, headers=self.admin
-        )
+        body = {"name": name, "data_centre": "bj1", "ib_leaf": ib_leaf}
+        r = self.client.post("/api/v1/admin/hosts", json=body, headers=self.admin)
         assert r.status_code == 201, r.text
         joined = self.client.post("/api/v1/agent/join", json={"token": r.json()["token"]})
         assert joined.status_code == 200, joined.text
         agent = Agent(self.client, name, joined.json()["credential"])
         agent.report(
-            inventory=inventory(model, count, name),
+            inventory=inventory(model, count, name, 8 if ib_leaf else 0),
             address=address or f"10.0.0.{len(name)}",
             runtime="podman",
             standin=standin,

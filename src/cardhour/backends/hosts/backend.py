@@ -164,7 +164,7 @@ class HostsBackend(Backend, Probing):
                 "address": live[c.host].address or c.host,
                 "port": int(c.report.get("ports", {}).get("22", 22)),
             }
-            for c in sorted(wanted, key=lambda c: int(c.spec.get("rank", 0)))
+            for c in sorted(wanted, key=_rank)
         ]
         keys = sorted(str(c.report["probes"].get("cluster_key") or "") for c in wanted)
         if not all(keys):
@@ -182,7 +182,7 @@ class HostsBackend(Backend, Probing):
 
     def _connection(self, wanted: list[ContainerInfo], live: dict[str, HostInfo]) -> dict[str, Any]:
         by_host = {c.host: c for c in wanted}
-        head = min(wanted, key=lambda c: int(c.spec.get("rank", 0)))
+        head = min(wanted, key=_rank)
         address = live[head.host].address or head.host
         ssh_port = int(head.report.get("ports", {}).get("22", 0))
         published = {
@@ -243,7 +243,11 @@ class HostsBackend(Backend, Probing):
             if text is None:
                 raise BackendError(f"{nodes[0]} has not reported its all-reduce yet")
             return str(text)
-        head = self._container(external_name, nodes[0]).report.get("probes") or {}
+        # from the head (rank 0), which need not be the first node by name
+        first = min((self._container(external_name, n) for n in nodes), key=_rank)
+        head = first.report.get("probes") or {}
+        if head.get("cluster_all_reduce_unavailable"):
+            raise ProbeUnavailable(str(head["cluster_all_reduce_unavailable"]))
         text = head.get("cluster_all_reduce")
         if text is None:
             raise BackendError("the head has not reported the all-reduce across nodes yet")
@@ -266,6 +270,10 @@ class HostsBackend(Backend, Probing):
         if len(nodes) > 1:
             busbw = min(busbw, reports.fabric_busbw(nodes) or busbw)
         return reports.all_reduce_perf([h.name for h in hosts], gpus_per_node, model.name, busbw)
+
+
+def _rank(container: ContainerInfo) -> int:
+    return int(container.spec.get("rank", 0))
 
 
 def _why(container: ContainerInfo) -> str:

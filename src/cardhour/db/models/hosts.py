@@ -29,6 +29,8 @@ class HostRow(Base):
     credential_hash: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
     address: Mapped[str | None] = mapped_column(String(255), nullable=True)  # published ports
     inventory: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON, as reported
+    #: `core.hosts.inventory_key(inventory)`: who keeps a parsed inventory reads only this
+    inventory_key: Mapped[str | None] = mapped_column(String(16), nullable=True)
     runtime: Mapped[str | None] = mapped_column(String(32), nullable=True)  # podman | docker
     standin: Mapped[bool] = mapped_column(Boolean, default=False)  # stand-in GPUs (test machines)
     desired_version: Mapped[int] = mapped_column(Integer, default=0)

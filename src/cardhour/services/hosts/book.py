@@ -23,6 +23,7 @@ from cardhour.core.hosts import PENDING, ContainerInfo, HostInfo
 from cardhour.db.engine import transaction
 from cardhour.db.models import HostContainerRow, HostRow
 from cardhour.store.hosts import hosts as store
+from cardhour.store.hosts.hosts import AnyRow
 
 
 def fingerprint(spec: dict[str, Any]) -> str:
@@ -41,8 +42,8 @@ class HostBook:
         #: no host is lost for silence before this: agents need a heartbeat timeout to find a
         #: control plane that was down (an upgrade must not replace every running instance)
         self.trusting_since = clock.now()
-        #: host id -> (inventory text, parsed, key): the last inventory seen of each host
-        self._inventories: dict[str, tuple[str, dict[str, Any], str]] = {}
+        #: host id -> (inventory key, parsed): the last inventory read of each host
+        self._inventories: dict[str, tuple[str, dict[str, Any]]] = {}
         self._listeners: list[Callable[[], None]] = []
 
     def on_change(self, listener: Callable[[], None]) -> None:
@@ -55,38 +56,44 @@ class HostBook:
             for listener in list(self._listeners):
                 listener()
 
-    def lost_reason(self, row: HostRow, now: datetime) -> str | None:
-        if row.removed_at is not None:
+    def lost_reason(
+        self, removed_at: datetime | None, last_seen_at: datetime | None, now: datetime
+    ) -> str | None:
+        if removed_at is not None:
             return "host removed by the operator"
         if now - self.trusting_since <= self.timeout:
             return None
-        if row.last_seen_at is None or now - as_utc(row.last_seen_at) > self.timeout:
+        if last_seen_at is None or now - as_utc(last_seen_at) > self.timeout:
             return f"no heartbeat from its agent for over {self.timeout.total_seconds():.0f} s"
         return None
 
-    def _info(self, row: HostRow, now: datetime) -> HostInfo:
-        text = row.inventory or ""
-        cached = self._inventories.get(row.id)
-        if cached is None or cached[0] != text:  # parsed once per change, not per call
-            key = hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
-            cached = self._inventories[row.id] = (text, json.loads(text) if text else {}, key)
-        return HostInfo(
-            row.name,
-            row.data_centre,
-            row.ib_leaf,
-            row.ib_spine,
-            row.address,
-            cached[1],
-            row.standin,
-            self.lost_reason(row, now),
-            inventory_key=cached[2],
-        )
+    def _lost(self, host: AnyRow, now: datetime) -> str | None:
+        return self.lost_reason(host.removed_at, host.last_seen_at, now)
 
     def hosts(self) -> list[HostInfo]:
-        """Every joined host, lost ones included (`lost` says why)."""
+        """Every joined host, lost ones included (`lost` says why). An inventory is read and
+        parsed again only when its key moved."""
         now = self.clock.now()
         with transaction(self.sessions) as session:
-            return [self._info(r, now) for r in store.list_hosts(session, joined_only=True)]
+            rows = store.briefs(session)
+            keys = {r.id: r.inventory_key for r in rows if r.inventory_key}
+            stale = [i for i, key in keys.items() if self._inventories.get(i, ("",))[0] != key]
+            for host_id, text in store.inventories(session, stale).items() if stale else ():
+                self._inventories[host_id] = (keys[host_id], json.loads(text or "{}"))
+        return [
+            HostInfo(
+                r.name,
+                r.data_centre,
+                r.ib_leaf,
+                r.ib_spine,
+                r.address,
+                self._inventories[r.id][1] if r.id in keys else {},
+                r.standin,
+                self._lost(r, now),
+                inventory_key=keys.get(r.id, ""),
+            )
+            for r in rows
+        ]
 
     def want(self, workload: str, attempt: int, specs: dict[str, dict[str, Any]]) -> None:
         """`workload` runs on exactly the hosts of `specs` (host name → container spec):
@@ -164,11 +171,13 @@ class HostBook:
         now = self.clock.now()
         with transaction(self.sessions) as session:
             rows = store.containers_of_workload(session, workload)
-            hosts = {h.id: h for h in store.list_hosts(session) if rows}
+            hosts = (
+                {h.id: h for h in store.briefs(session, [r.host_id for r in rows])} if rows else {}
+            )
             found = []
             for row in rows:
                 host = hosts.get(row.host_id)
-                if host is None or self.lost_reason(host, now) is not None:
+                if host is None or self._lost(host, now) is not None:
                     continue
                 found.append(
                     ContainerInfo(
@@ -189,16 +198,11 @@ class HostBook:
             rows = [r for r in store.containers_of_workload(session, workload) if r.wanted]
             if not rows:
                 return {}
-            hosts = {
-                h.id: h
-                for h in session.scalars(
-                    select(HostRow).where(HostRow.id.in_([r.host_id for r in rows]))
-                )
-            }
-            lost = {}
-            for row in rows:
-                host = hosts[row.host_id]
-                why = self.lost_reason(host, now)
-                if why is not None:
-                    lost[host.name] = why
-            return lost
+            hosts = {h.id: h for h in store.briefs(session, [r.host_id for r in rows])}
+        lost = {}
+        for row in rows:
+            host = hosts[row.host_id]
+            why = self._lost(host, now)
+            if why is not None:
+                lost[host.name] = why
+        return lost

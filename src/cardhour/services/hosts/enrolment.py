@@ -60,7 +60,7 @@ def add(
     row.data_centre, row.ib_leaf, row.ib_spine = data_centre, ib_leaf, ib_spine
     row.token_hash, row.token_expires_at = hash_secret(token), now + token_ttl
     row.credential_hash = row.joined_at = row.last_seen_at = row.removed_at = None
-    row.inventory = row.address = None
+    row.inventory = row.inventory_key = row.address = None
     session.flush()
     return Enrolled(row, token, now + token_ttl)
 

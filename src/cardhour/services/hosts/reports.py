@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from cardhour.core.errors import InvalidInput
-from cardhour.core.hosts import MAX_REPORT_TEXT, PENDING, STATES
+from cardhour.core.hosts import MAX_REPORT_TEXT, PENDING, STATES, inventory_key
 from cardhour.db.models import HostContainerRow, HostRow
 from cardhour.store.hosts import hosts as store
 
@@ -82,7 +82,7 @@ def record(
     if inventory is not None:
         text = json.dumps(inventory, sort_keys=True)
         if host.inventory != text:
-            host.inventory, changed = text, True
+            host.inventory, host.inventory_key, changed = text, inventory_key(text), True
     if address is not None:
         host.address = address
     if runtime is not None:
