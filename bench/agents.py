@@ -16,9 +16,13 @@ heartbeats instead (`wait=0`, one every heartbeat): what an agent converging con
 Every agent reports once per heartbeat either way; their first steady report is spread evenly
 over one heartbeat after their first report, as independent agents' are.
 
-Measured over `--seconds` (60) starting one heartbeat after the last agent's first report, by
-the bench (the load generator, asyncio + httpx in this process, on the same machine):
-- long poll: the server's extra latency, the answer's time minus the `wait` it held the call;
+Measured over `--seconds` (60) starting `--settle` (3) heartbeats after the last agent's first
+report (the join sends a thousand first reports in half a minute; agents answered together
+come back together until the long polls' jittered ends spread them out: the steady state
+starts after that), by the bench (the load generator, asyncio + httpx in this process, on the
+same machine):
+- long poll: the server's extra latency, the answer's time minus the time the server held it
+  (`held_seconds`: the wait, less up to 1/16 of it);
 - plain heartbeat: the answer's time;
 - the server's CPU (utime + stime of its process in /proc, all threads) and PostgreSQL's (the
   postmaster with its reaped children and every live backend) over the window, in cores, and
@@ -43,6 +47,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import functools
+import gc
 import math
 import os
 import shlex
@@ -64,6 +69,7 @@ from billing_setup import fresh_database
 from sqlalchemy import create_engine, text
 
 from cardhour.agent import inventory
+from cardhour.api.routers.hosts.watch import JITTER
 from cardhour.runtime import cdi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,11 +232,12 @@ class Agent:
 
 @dataclass
 class Record:
-    """Every answer: (kind, sent, answered, status); the errors by kind and first line."""
+    """Every answer: (kind, sent, answered, status, seconds the server held it); the errors by
+    kind and first line."""
 
-    samples: list[tuple[str, float, float, int]] = field(default_factory=list)
+    samples: list[tuple[str, float, float, int, float]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
-    early: int = 0  # long polls answered before their wait
+    early: int = 0  # long polls answered before their wait, less the server's jitter
     moved: int = 0  # answers with another version than the agent held
     failed_at: list[float] = field(default_factory=list)  # when each failed call was sent
 
@@ -257,14 +264,16 @@ async def call(
     try:
         response = await client.post(path, json=body, **kw)
     except httpx.HTTPError as exc:
-        rec.samples.append((kind, sent, time.perf_counter(), 0))
+        rec.samples.append((kind, sent, time.perf_counter(), 0, 0.0))
         rec.error(f"{kind}: {type(exc).__name__} {str(exc)[:80]}".rstrip(), sent)
         return None
-    rec.samples.append((kind, sent, time.perf_counter(), response.status_code))
+    done = time.perf_counter()
     if response.status_code != 200:
+        rec.samples.append((kind, sent, done, response.status_code, 0.0))
         rec.error(f"{kind}: {response.status_code} {response.text[:120]}", sent)
         return None
     answer: dict[str, Any] = response.json()
+    rec.samples.append((kind, sent, done, 200, float(answer.get("held_seconds", 0.0))))
     return answer
 
 
@@ -341,7 +350,7 @@ async def report_forever(
             await asyncio.sleep(max(0.0, sent + heartbeat - time.perf_counter()))
         elif answer is None:
             await asyncio.sleep(1.0)  # the agent's first backoff step
-        elif time.perf_counter() - sent < heartbeat - 0.01:
+        elif time.perf_counter() - sent < heartbeat * (1 - JITTER) - 0.01:
             rec.early += 1
 
 
@@ -447,11 +456,19 @@ async def drive(
         while len(first_done) < len(tasks):
             await asyncio.sleep(0.05)
         join_s = time.perf_counter() - started
-        steady = first_done[-1] + args.heartbeat  # every agent in its loop
+        # every agent in its loop, and the burst of the join (agents answered together come
+        # back together) spread out by the long polls' jittered ends
+        steady = first_done[-1] + args.settle * args.heartbeat
         log(
             f"joined and first reports in {join_s:.1f} s; measuring for {args.seconds:g} s "
             f"from {steady - time.perf_counter():.1f} s on"
         )
+        # the agents' clients live to the end: out of this process's collector's sight (a
+        # full collection walking them all stalled this loop 300 ms: late answers it charged
+        # to the server, and a burst of agents coming back together); before the settling
+        # heartbeats, which spread out the burst this collection makes
+        gc.collect()
+        gc.freeze()
         await asyncio.sleep(max(0.0, steady - time.perf_counter()))
         lags.clear()
         before = meter.read()
@@ -475,11 +492,9 @@ async def drive(
         states[host["state"]] = states.get(host["state"], 0) + 1
     inside = [s for s in rec.samples if window_start <= s[2] < window_end]
     polls = [
-        done - sent - args.heartbeat
-        for kind, sent, done, st in inside
-        if kind == "poll" and st == 200
+        done - sent - held for kind, sent, done, st, held in inside if kind == "poll" and st == 200
     ]
-    plain = [done - sent for kind, sent, done, st in inside if kind == "plain" and st == 200]
+    plain = [done - sent for kind, sent, done, st, _ in inside if kind == "plain" and st == 200]
     reports = sum(1 for kind, *_ in inside if kind in ("poll", "plain"))
     cores = Meter.cores(before, after)
     return {
@@ -703,11 +718,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         "with 8 stand-in H100 (`agent.inventory.standin`: GPUs, modelled `topo -m` and "
         "`ibstat`, CPUs, memory, disk), then report as an idle agent does: "
         "no inventory, no containers, the next report when the last is answered, long-polling "
-        f"with `?wait={a['heartbeat']}&since=<version>`, which the server holds for the whole "
-        f"wait; {plain_text(report)}. Every agent's first steady report is spread over one "
-        "heartbeat. "
-        f"Measured over {a['seconds']:g} s from one heartbeat after the last first report: "
-        "long poll: the answer's time at the client minus the wait; plain heartbeat: the "
+        f"with `?wait={a['heartbeat']}&since=<version>`, which the server holds for the wait "
+        f"less up to 1/16 of it, at random; {plain_text(report)}. Every agent's first steady "
+        "report is spread over one heartbeat. "
+        f"Measured over {a['seconds']:g} s from {a['settle']} heartbeats after the last first "
+        "report: long poll: the answer's time at the client minus the time the server held it; "
+        "plain heartbeat: the "
         "answer's time; CPU from /proc (the server process, all threads; PostgreSQL: the "
         "postmaster, its reaped and live children) over the window, and over "
         f"{a['idle_seconds']:g} s before any host was enrolled (idle). Checks: only 200 "
@@ -731,6 +747,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--hosts", type=int, default=1000, help="simulated agents (1,000)")
     p.add_argument("--seconds", type=float, default=60.0, help="measured steady phase (60)")
     p.add_argument("--heartbeat", type=int, default=10, help="hosts.heartbeat_seconds (10)")
+    p.add_argument(
+        "--settle", type=int, default=3, help="heartbeats from the last join to the window (3)"
+    )
     p.add_argument(
         "--plain-share", type=float, default=0.1, help="agents on plain heartbeats (0.1)"
     )
@@ -777,7 +796,9 @@ def main(argv: list[str]) -> int:
         "machine": host,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit(),
-        "args": {k: getattr(args, k) for k in ("hosts", "seconds", "heartbeat", "idle_seconds")},
+        "args": {
+            k: getattr(args, k) for k in ("hosts", "seconds", "heartbeat", "settle", "idle_seconds")
+        },
         "plain_every": every,
         "plain_agents": args.hosts // every if every else 0,
         "result": result,

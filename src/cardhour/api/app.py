@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from cardhour import __version__
 from cardhour.api import errors
+from cardhour.api.long_polls import LongPolls
 from cardhour.api.routers import estimate, health
 from cardhour.api.routers.accounts import auth, ssh_keys
 from cardhour.api.routers.billing import admin as admin_billing
@@ -33,6 +34,7 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     errors.install(app)
+    app.add_middleware(LongPolls)  # the only middleware: outermost of ours
     apps.mount_gateway(app, "/api/v1")
     # agents first: every host's heartbeat is matched against the routes before it in order
     for module in (

@@ -25,10 +25,6 @@ def error_response(status: int, code: str, message: str, **details: object) -> J
 
 
 def install(app: FastAPI) -> None:
-    @app.exception_handler(CardhourError)
-    async def _known(_req: Request, exc: CardhourError) -> JSONResponse:
-        return error_response(exc.http_status, exc.code, exc.message, **exc.details)
-
     @app.exception_handler(RequestValidationError)
     async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
@@ -39,29 +35,34 @@ def install(app: FastAPI) -> None:
             return error_response(422, "invalid_input", f"unknown field {where!r}", field=where)
         return error_response(422, "invalid_input", f"{where}: {first['msg']}")
 
-    @app.exception_handler(IntegrityError)
-    async def _integrity(_req: Request, exc: IntegrityError) -> JSONResponse:
-        log.info("integrity error mapped to 409: %s", exc.orig)
-        return error_response(409, "conflict", "a concurrent request changed the same thing")
-
-    @app.exception_handler(OperationalError)
-    async def _operational(_req: Request, exc: OperationalError) -> JSONResponse:
-        if getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES:
-            return error_response(409, "busy", "a concurrent request held the same rows; retry")
-        log.exception("database error", exc_info=exc)
-        return error_response(503, "database_unavailable", "the database is not available")
-
-    @app.exception_handler(SATimeoutError)
-    async def _no_connection(_req: Request, exc: SATimeoutError) -> JSONResponse:
-        log.warning("no database connection free: %s", exc)
-        return error_response(503, "database_unavailable", "no database connection is free; retry")
-
     @app.exception_handler(StarletteHTTPException)
     async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, code, str(exc.detail))
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_req: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error", exc_info=exc)
-        return error_response(500, "internal", "internal error; the operator has the details")
+    for kind in (CardhourError, IntegrityError, OperationalError, SATimeoutError, Exception):
+        app.add_exception_handler(kind, _mapped)
+
+
+async def _mapped(_req: Request, exc: Exception) -> JSONResponse:
+    return response_for(exc)
+
+
+def response_for(exc: Exception) -> JSONResponse:
+    """The answer to an error raised outside request validation and routing: a known one's
+    status and code, a database's 409/503, anything else a logged 500."""
+    if isinstance(exc, CardhourError):
+        return error_response(exc.http_status, exc.code, exc.message, **exc.details)
+    if isinstance(exc, IntegrityError):
+        log.info("integrity error mapped to 409: %s", exc.orig)
+        return error_response(409, "conflict", "a concurrent request changed the same thing")
+    if isinstance(exc, OperationalError):
+        if getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES:
+            return error_response(409, "busy", "a concurrent request held the same rows; retry")
+        log.exception("database error", exc_info=exc)
+        return error_response(503, "database_unavailable", "the database is not available")
+    if isinstance(exc, SATimeoutError):
+        log.warning("no database connection free: %s", exc)
+        return error_response(503, "database_unavailable", "no database connection is free; retry")
+    log.exception("unexpected error", exc_info=exc)
+    return error_response(500, "internal", "internal error; the operator has the details")

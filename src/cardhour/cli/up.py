@@ -77,12 +77,7 @@ def up(
         )
         signal.signal(signal.SIGTERM, _interrupt)
         platform.start()
-        # what start-up made (the catalog, compiled kernels, SQLAlchemy's metadata, the app)
-        # lives as long as the process: out of the collector's sight, a full collection walks
-        # only what requests and reconcilers keep (measured with 500 agents: 19-80 ms, not the
-        # 160-360 ms gen-2 pauses without it)
-        gc.collect()
-        gc.freeze()
+        _tune_collector()
         url = _url(settings.host, sock.getsockname()[1])
         _banner(url, email, password, settings.data_dir, listed)
         # uvicorn shuts down gracefully on a signal, then re-raises it: KeyboardInterrupt here.
@@ -91,6 +86,20 @@ def up(
     finally:
         platform.stop()
     typer.echo("cardhour stopped", err=True)
+
+
+def _tune_collector() -> None:
+    """The collector's settings for a process holding a thousand agents' long polls (measured
+    with `make bench-agents`, docs/benchmarks/agents.md):
+    - what start-up made (the catalog, compiled kernels, SQLAlchemy's metadata, the app) lives
+      as long as the process: frozen out of the collector's sight, a full collection walks only
+      what requests and reconcilers keep (at 500 agents: 19-80 ms pauses, not 160-360 ms);
+    - a full collection at most every 100 gen-1 collections, not 10 (each still walks ~100,000
+      objects, ~60-130 ms here: one a minute, not one every ~14 s; the cyclic garbage it frees
+      is ~100-1,600 objects a time)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(700, 10, 100)
 
 
 def _settings(

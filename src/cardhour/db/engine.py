@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Engine, Executable, create_engine, event
+from sqlalchemy import Dialect, Engine, Executable, create_engine, event
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 from sqlalchemy.orm import Session, sessionmaker
@@ -69,6 +69,11 @@ def make_engine(url: str, synchronous: bool = True, immediate: bool = True) -> E
     return create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=10)
 
 
+#: a PostgreSQL session of single quick statements: commits do not wait for the disk; one
+#: stuck on a lock or a stalled server fails, not hangs
+STATEMENT_SETTINGS = ("SET synchronous_commit TO off", "SET statement_timeout TO '10s'")
+
+
 def make_statement_engine(url: str) -> Engine:
     """An engine for the marketplace gateway's single statements: its reads (outside the
     write lock on SQLite, one statement per snapshot on PostgreSQL) and its one INSERT per call,
@@ -88,19 +93,52 @@ def make_statement_engine(url: str) -> Engine:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         with dbapi_conn.cursor() as cursor:
-            cursor.execute("SET synchronous_commit TO off")
-            # single quick statements: one stuck on a lock or a stalled server fails, not hangs
-            cursor.execute("SET statement_timeout TO '10s'")
+            for setting in STATEMENT_SETTINGS:
+                cursor.execute(setting)
 
     return engine
 
 
 @dataclass(frozen=True)
-class _Compiled:
+class Compiled:
+    """A statement compiled for one dialect and one set of parameter names."""
+
     sql: str
     names: frozenset[str]  # every parameter the statement binds
     order: tuple[str, ...] | None  # positional parameters' names in order; None: by name
     process: Mapping[str, Callable[[Any], Any]]
+
+    def args(self, params: Mapping[str, Any]) -> Any:
+        """The driver's parameters: each value through its column's bind processor."""
+        if not self.names <= params.keys():
+            raise ValueError(f"parameters missing: {sorted(self.names - params.keys())}")
+        process = self.process
+        values = {k: (process[k](v) if k in process else v) for k, v in params.items()}
+        return values if self.order is None else tuple(values[k] for k in self.order)
+
+
+def compile_for(
+    cache: dict[tuple[str, ...], Compiled],
+    dialect: Dialect,
+    statement: Executable,
+    params: Mapping[str, Any],
+) -> Compiled:
+    """`statement` compiled for `dialect` and the names of `params` (an INSERT names only the
+    columns given), kept in `cache` by those names."""
+    keys = tuple(params)
+    found = cache.get(keys)
+    if found is None:
+        clause = cast(ClauseElement, statement)
+        compiled = clause.compile(dialect=dialect, column_keys=list(keys))
+        assert isinstance(compiled, SQLCompiler)
+        process = {}
+        for name, bind in compiled.binds.items():
+            fn = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if fn is not None:
+                process[name] = fn
+        order = tuple(compiled.positiontup or ()) if compiled.positional else None
+        found = cache[keys] = Compiled(compiled.string, frozenset(compiled.binds), order, process)
+    return found
 
 
 class DirectStatement:
@@ -124,25 +162,11 @@ class DirectStatement:
         self, engine: Engine, statement: Executable, connections: int = 4, wait: float = 30.0
     ) -> None:
         self.engine, self.statement, self.wait = engine, statement, wait
-        self._compiled: dict[tuple[str, ...], _Compiled] = {}
+        self._compiled: dict[tuple[str, ...], Compiled] = {}
         self._idle: list[PoolProxiedConnection] = []
         self._lock = threading.Lock()  # guards `_idle` and `_closed`
         self._slots = threading.BoundedSemaphore(connections)
         self._closed = False
-
-    def _compile(self, keys: tuple[str, ...]) -> _Compiled:
-        """The SQL for parameters `keys` (an INSERT names only the columns given), the order
-        of positional parameters, and each parameter's bind processor."""
-        statement = cast(ClauseElement, self.statement)
-        compiled = statement.compile(dialect=self.engine.dialect, column_keys=list(keys))
-        assert isinstance(compiled, SQLCompiler)
-        process = {}
-        for name, bind in compiled.binds.items():
-            fn = bind.type.dialect_impl(self.engine.dialect).bind_processor(self.engine.dialect)
-            if fn is not None:
-                process[name] = fn
-        order = tuple(compiled.positiontup or ()) if compiled.positional else None
-        return _Compiled(compiled.string, frozenset(compiled.binds), order, process)
 
     def run(self, params: Mapping[str, Any]) -> Any:
         """Run the statement once; the first column of the first row it returns (as the driver
@@ -153,15 +177,8 @@ class DirectStatement:
     def row(self, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
         """Run the statement once; the first row it returns (as the driver gives it), or
         None."""
-        keys = tuple(params)
-        compiled = self._compiled.get(keys)
-        if compiled is None:
-            compiled = self._compiled[keys] = self._compile(keys)
-        if not compiled.names <= params.keys():
-            raise ValueError(f"parameters missing: {sorted(compiled.names - params.keys())}")
-        process = compiled.process
-        values = {k: (process[k](v) if k in process else v) for k, v in params.items()}
-        args = values if compiled.order is None else tuple(values[k] for k in compiled.order)
+        compiled = compile_for(self._compiled, self.engine.dialect, self.statement, params)
+        args = compiled.args(params)
         if not self._slots.acquire(timeout=self.wait):
             raise SATimeoutError(f"no connection for the statement within {self.wait:g} s")
         try:

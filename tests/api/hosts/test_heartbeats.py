@@ -1,16 +1,20 @@
 """A report that repeats the last is one UPDATE on the statement engine (the heartbeat of an
 idle host; `services.hosts.heartbeats`), and only such a report: one that says something new,
 comes after the wanted containers changed, or carries a credential that no longer holds takes
-the full path in a transaction (with its errors)."""
+the full path in a transaction (with its errors). A long poll is held its wait less a random
+jitter and says how long; new work ends it with that work."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import event
 
+from cardhour.api.routers.hosts.watch import JITTER
 from tests.api.hosts.conftest import LOST_AFTER, Agent, HostsApi
 from tests.api.hosts.test_containers import _launch
 
@@ -98,3 +102,46 @@ def test_a_repeat_with_a_revoked_or_borrowed_credential_is_refused(hosts_api: Ho
         headers={"Authorization": f"Bearer {mine.credential}"},
     )
     assert again.status_code == 401
+
+
+def _poll(agent: Agent, wait: float, since: int) -> dict[str, Any]:
+    r = agent.client.post(
+        f"/api/v1/agent/report?wait={wait}&since={since}",
+        json={"host": agent.host, "containers": []},
+        headers={"Authorization": f"Bearer {agent.credential}"},
+    )
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+def test_a_long_poll_is_held_its_jittered_wait_and_says_how_long(hosts_api: HostsApi) -> None:
+    api = hosts_api
+    agent = api.enrol("waits")
+    api.settle()
+    version = _steady(agent)["version"]
+    for _ in range(3):
+        started = time.monotonic()
+        answer = _poll(agent, 0.8, version)
+        took = time.monotonic() - started
+        assert answer["version"] == version and answer["containers"] == []
+        assert 0.8 * (1 - JITTER) - 0.01 <= answer["held_seconds"] <= 0.8 + 0.2
+        assert took >= answer["held_seconds"]
+    assert agent.report()["held_seconds"] == 0  # a plain heartbeat is not held
+
+
+def test_new_work_ends_a_held_long_poll_with_it(hosts_api: HostsApi) -> None:
+    api = hosts_api
+    agent = api.enrol("woken")
+    api.settle()
+    version = _steady(agent)["version"]
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(_poll, agent, 30, version)
+        time.sleep(0.3)  # the poll is held by now
+        assert not held.done()
+        _launch(api, api.signup(), name="job")
+        api.settle()  # places it: the host's wanted containers move
+        answer = held.result(timeout=15)
+    assert answer["version"] > version
+    assert len(answer["containers"]) == 1  # the new work, read when it came
+    assert answer["held_seconds"] < 15

@@ -113,3 +113,8 @@ class AgentDesired(BaseModel):
     version: int = Field(description="Moves whenever the wanted containers change.")
     containers: list[dict[str, Any]]
     heartbeat_seconds: int
+    held_seconds: float = Field(
+        0.0,
+        description="How long the server held this answer waiting for work (a long poll ends "
+        "when its wait does, up to 1/16 of it early: agents answered together come back apart).",
+    )

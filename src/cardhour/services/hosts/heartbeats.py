@@ -3,7 +3,8 @@ no inventory) while the containers wanted on its host have not changed since tha
 recorded. Such a report changes nothing but the host's `last_seen_at`, so it is one UPDATE
 (`store.hosts.touch_statement`) committed by itself on the statement engine
 (`db.engine.make_statement_engine`: on PostgreSQL autocommit, not waiting for the disk; a
-database crash can lose the last beats, which the next ones make good), and its answer, the
+database crash can lose the last beats, which the next ones make good), run from the event
+loop on PostgreSQL (`db.async_statement`: no thread hop), and its answer, the
 containers wanted, comes from memory (`DesiredLists`). Anything else, a credential that does
 not hold included, takes the full path (`reports.record` in a transaction), which also gives
 the errors.
@@ -16,10 +17,12 @@ import threading
 from datetime import datetime
 from typing import Any
 
+from anyio import to_thread
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cardhour.db.async_statement import AsyncStatement
 from cardhour.db.engine import DirectStatement, transaction
 from cardhour.services.hosts.reports import Desired
 from cardhour.services.ids import hash_secret
@@ -52,13 +55,20 @@ class Heartbeats:
         platform's, for a wanted list this process has not read yet."""
         self.sessions = sessions
         self.lists = DesiredLists()
-        self._touch = DirectStatement(statements, store.touch_statement(), connections=8)
+        touch = store.touch_statement()
+        self._touch: AsyncStatement | DirectStatement = (
+            AsyncStatement(statements, touch, connections=16)
+            if statements.dialect.name == "postgresql"
+            else DirectStatement(statements, touch, connections=8)
+        )
 
-    def repeated(
+    async def repeated(
         self, credential: str | None, host_name: str, now: datetime, report_digest: str | None
     ) -> tuple[str, Desired] | None:
         """(host id, what is wanted on it) when this report repeats the last, its heartbeat
-        recorded; None (nothing written) when it does not or the credential does not hold."""
+        recorded; None (nothing written) when it does not or the credential does not hold.
+        On the event loop: on PostgreSQL the UPDATE runs there (`AsyncStatement`); on SQLite,
+        whose write lock can keep it waiting, and for a list not read yet, in a thread."""
         if report_digest is None or not credential:
             return None
         params = {
@@ -67,22 +77,33 @@ class Heartbeats:
             "digest_": report_digest,
             "now_": now,
         }
-        try:
-            found = self._touch.row(params)
-        except DBAPIError as exc:  # no pre-ping: a connection the server dropped fails once
-            if not exc.connection_invalidated:
-                raise
-            found = self._touch.row(params)  # idempotent: again on a new connection
+        if isinstance(self._touch, AsyncStatement):
+            found = await self._touch.row(params)
+        else:
+            found = await to_thread.run_sync(self._direct, self._touch, params)
         if found is None:
             return None
         host_id, version = str(found[0]), int(found[1])
         wanted = self.lists.get(host_id, version)
         if wanted is None:
-            with transaction(self.sessions) as session:
-                rows = store.containers_of_host(session, host_id)
-                wanted = Desired(version, [json.loads(r.spec) for r in rows if r.wanted])
-            self.lists.keep(host_id, wanted)
+            wanted = await to_thread.run_sync(self._read, host_id, version)
         return host_id, wanted
+
+    @staticmethod
+    def _direct(touch: DirectStatement, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        try:
+            return touch.row(params)
+        except DBAPIError as exc:  # no pre-ping: a connection the server dropped fails once
+            if not exc.connection_invalidated:
+                raise
+            return touch.row(params)  # idempotent: again on a new connection
+
+    def _read(self, host_id: str, version: int) -> Desired:
+        with transaction(self.sessions) as session:
+            rows = store.containers_of_host(session, host_id)
+            wanted = Desired(version, [json.loads(r.spec) for r in rows if r.wanted])
+        self.lists.keep(host_id, wanted)
+        return wanted
 
     def close(self) -> None:
         self._touch.close()

@@ -3,23 +3,29 @@
 `POST /agent/join` trades a join token for the host credential. `POST /agent/report` is the
 heartbeat: the agent sends its inventory and containers and gets the containers wanted on its
 host; with `?wait=S&since=V` the answer waits up to S seconds for that list to move past
-version V (a long poll: an agent is told of new work within a fraction of a second).
+version V (a long poll: an agent is told of new work within a fraction of a second), held
+outside the framework's stack (`api.long_polls`).
 """
 
 from __future__ import annotations
 
+import time
+
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
 
-from cardhour.api import schemas
+from cardhour.api import errors, schemas
 from cardhour.api.deps import Ctx, get_ctx
-from cardhour.api.routers.hosts.watch import VersionWatch
+from cardhour.api.long_polls import answer_later
+from cardhour.api.routers.hosts.watch import VersionWatch, hold_for
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
 from cardhour.services.hosts import enrolment, reports
 
 router = APIRouter(prefix="/agent", tags=["agent"])
 MAX_WAIT_SECONDS = 60
+JSON = "application/json"
 
 
 @router.post("/join", response_model=schemas.AgentJoined)
@@ -48,23 +54,21 @@ def _watch(request: Request, platform: Platform) -> VersionWatch:
     return watch
 
 
-def _record(ctx: Ctx, body: schemas.AgentReport) -> tuple[str, reports.Desired]:
-    containers = (
-        None
-        if body.containers is None
-        else [
-            reports.ContainerReport(
-                c.workload, c.state, c.model_dump(exclude={"workload", "state"}, exclude_none=True)
-            )
-            for c in body.containers
-        ]
-    )
-    heartbeats = ctx.platform.heartbeats
-    if body.inventory is None:
-        said = reports.digest(containers, body.address, body.runtime, body.standin)
-        repeat = heartbeats.repeated(ctx.api_key, body.host, ctx.now, said)
-        if repeat is not None:
-            return repeat
+def _containers(body: schemas.AgentReport) -> list[reports.ContainerReport] | None:
+    if body.containers is None:
+        return None
+    return [
+        reports.ContainerReport(
+            c.workload, c.state, c.model_dump(exclude={"workload", "state"}, exclude_none=True)
+        )
+        for c in body.containers
+    ]
+
+
+def _record(
+    ctx: Ctx, body: schemas.AgentReport, containers: list[reports.ContainerReport] | None
+) -> tuple[str, reports.Desired]:
+    """The full path: a report that says something new, or the first."""
     with ctx.tx() as session:
         host = enrolment.authenticate(session, ctx.api_key, body.host)
         desired = reports.record(
@@ -78,7 +82,7 @@ def _record(ctx: Ctx, body: schemas.AgentReport) -> tuple[str, reports.Desired]:
             body.standin,
         )
         host_id = host.id
-    heartbeats.lists.keep(host_id, desired)
+    ctx.platform.heartbeats.lists.keep(host_id, desired)
     return host_id, desired
 
 
@@ -97,20 +101,44 @@ async def report(
     wait: float = Query(0, ge=0, le=MAX_WAIT_SECONDS, description="Seconds to wait for work."),
     since: int | None = Query(None, description="The version the agent holds."),
     ctx: Ctx = Depends(get_ctx),
-) -> schemas.AgentDesired:
+) -> schemas.AgentDesired | Response:
     """The heartbeat. 401 for an unknown or revoked credential, 403 for another host's name."""
     watch = _watch(request, ctx.platform)
     seen = watch.sequence
-    host_id, desired = await run_in_threadpool(_record, ctx, body)
+    containers = _containers(body)
+    repeat: tuple[str, reports.Desired] | None = None
+    if body.inventory is None:
+        said = reports.digest(containers, body.address, body.runtime, body.standin)
+        repeat = await ctx.platform.heartbeats.repeated(ctx.api_key, body.host, ctx.now, said)
+    if repeat is None:
+        repeat = await run_in_threadpool(_record, ctx, body, containers)
+    host_id, desired = repeat
     if desired.changed:  # a container started, failed or answered: provisioning looks now
         ctx.platform.wake()
-    held = wait > 0 and since is not None and desired.version == since
-    if held and await watch.wait(host_id, since or 0, wait, seen):
-        ctx.now = ctx.platform.clock.now()  # new work came: read it
-        desired = await run_in_threadpool(_desired, ctx, body.host)
+    if not (wait > 0 and since is not None and desired.version == since):
+        return _answer(ctx, body.host, desired)
+
+    async def later() -> Response:
+        answer, started = desired, time.monotonic()
+        if await watch.wait(host_id, since, hold_for(wait), seen):
+            ctx.now = ctx.platform.clock.now()  # new work came: read it
+            try:
+                answer = await run_in_threadpool(_desired, ctx, body.host)
+            except Exception as exc:  # noqa: BLE001 - answered as the error layer would
+                return errors.response_for(exc)
+        held = _answer(ctx, body.host, answer, time.monotonic() - started)
+        return Response(held.model_dump_json(), 200, media_type=JSON)
+
+    return await answer_later(request, later)
+
+
+def _answer(
+    ctx: Ctx, host: str, desired: reports.Desired, held: float = 0.0
+) -> schemas.AgentDesired:
     return schemas.AgentDesired(
-        host=body.host,
+        host=host,
         version=desired.version,
         containers=desired.containers,
         heartbeat_seconds=ctx.platform.settings.hosts.heartbeat_seconds,
+        held_seconds=round(held, 3),
     )

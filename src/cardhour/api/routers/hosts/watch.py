@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Callable
 
 from starlette.concurrency import run_in_threadpool
@@ -20,13 +21,24 @@ from starlette.concurrency import run_in_threadpool
 #: how often the watch reads without a nudge: another process's change reaches its agents
 #: within this long (a change of this process: at once)
 POLL_SECONDS = 1.0
+#: a long poll ends up to this share of its wait early, at random (`hold_for`)
+JITTER = 1 / 16
+
+
+def hold_for(wait: float) -> float:
+    """How long to hold a long poll of `wait` s: a little less, at random. Agents answered
+    together (after a pause of this process, say) report again together, each heartbeat, a
+    burst the last of them waits through; a random end spreads them out within a few rounds.
+    (Consul adds such a jitter; here it is taken off, so a host never reports later than its
+    heartbeat.)"""
+    return wait * (1 - JITTER * random.random())
 
 
 class VersionWatch:
     def __init__(self, read: Callable[[list[str]], dict[str, int]]) -> None:
         """`read(host_ids)`: each host's current version (a blocking database read)."""
         self._read = read
-        self._waiting: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
+        self._waiting: dict[str, list[tuple[int, asyncio.Future[bool]]]] = {}
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._nudged = asyncio.Event()
@@ -51,19 +63,18 @@ class VersionWatch:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # first use, or a new loop (a test client's): start afresh
             self._loop, self._nudged, self._task = loop, asyncio.Event(), None
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[bool] = loop.create_future()
         entry = (since, future)
         self._waiting.setdefault(host_id, []).append(entry)
         if seen is not None and seen != self.sequence:
             self._nudged.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
+        timer = loop.call_later(timeout, _settle, future, False)
         try:
-            await asyncio.wait_for(asyncio.shield(future), timeout)
-            return True
-        except TimeoutError:
-            return False
+            return await future
         finally:
+            timer.cancel()
             waiters = self._waiting.get(host_id, [])
             if entry in waiters:
                 waiters.remove(entry)
@@ -84,5 +95,10 @@ class VersionWatch:
                 continue
             for host_id in ids:
                 for since, future in self._waiting.get(host_id, []):
-                    if versions.get(host_id) != since and not future.done():
-                        future.set_result(None)
+                    if versions.get(host_id) != since:
+                        _settle(future, True)
+
+
+def _settle(future: asyncio.Future[bool], moved: bool) -> None:
+    if not future.done():
+        future.set_result(moved)
