@@ -1,8 +1,8 @@
 """`AsyncStatement` (an idle host's heartbeat UPDATE run from the event loop on PostgreSQL): it
 stores values as the ORM does and commits by itself, runs many at once on its few
 connections, takes a connection the server dropped as lost and runs once more on a new one,
-refuses missing parameters and a busy wait and raises driver errors as `DirectStatement` does,
-and refuses SQLite."""
+refuses missing parameters and a busy wait and raises driver errors (failing to connect too)
+as `DirectStatement` does, and refuses SQLite."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 
 from cardhour.db.async_statement import AsyncStatement
@@ -105,6 +105,11 @@ def test_missing_parameters_a_busy_wait_and_sqlite_are_refused(engine: Engine) -
 
     asyncio.run(scenario())
     statement.close()
+    nowhere = make_statement_engine("postgresql://postgres@127.0.0.1:1/none")
+    unreachable = AsyncStatement(nowhere, calls.insert())
+    with pytest.raises(OperationalError):  # the error layer's 503, not a 500
+        asyncio.run(unreachable.row(_row(4)))
+    nowhere.dispose()
     sqlite = make_statement_engine("sqlite://")
     with pytest.raises(ValueError, match="PostgreSQL only"):
         AsyncStatement(sqlite, select(1))

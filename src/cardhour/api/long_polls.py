@@ -12,6 +12,7 @@ the placeholder response it returns is not sent, and `LongPolls` awaits `later()
 response it gives. `later` must answer every outcome itself (an error as
 `errors.response_for`): nothing above it maps exceptions but the server-error layer (a 500).
 Without the middleware (an app built without it) `answer_later` awaits `later()` in place.
+A middleware added inside `LongPolls` sees the placeholder (a 204), not the answer.
 """
 
 from __future__ import annotations

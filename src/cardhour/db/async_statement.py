@@ -26,8 +26,9 @@ class AsyncStatement:
     """`statement` on PostgreSQL (`engine`: its URL and dialect), at most `connections` at
     once, held open between runs; a run waits up to `wait` s for one (then SQLAlchemy's
     `TimeoutError`). A connection the server dropped is closed and the run tried once more on
-    a new one, so the statement must be idempotent. A driver error comes out as SQLAlchemy's
-    `DBAPIError` subclass, as `Connection.execute` raises it.
+    a new one, so the statement must be idempotent. A driver error (failing to connect
+    included) comes out as SQLAlchemy's `DBAPIError` subclass, as `Connection.execute` raises
+    it.
     One event loop at a time: a run on another loop (a test's) starts afresh."""
 
     def __init__(
@@ -50,52 +51,69 @@ class AsyncStatement:
         args = compiled.args(params)
         loop = asyncio.get_running_loop()
         if loop is not self._loop or self._slots is None:
-            self.close()  # the old loop's connections
+            self.close()  # another loop's connections (a test's), or none
             self._loop, self._slots = loop, asyncio.Semaphore(self.connections)
-        if not self._slots.locked():
-            await self._slots.acquire()  # at once
+        slots = self._slots
+        if not slots.locked():
+            await slots.acquire()  # at once
         else:
             try:
-                await asyncio.wait_for(self._slots.acquire(), self.wait)
+                await asyncio.wait_for(slots.acquire(), self.wait)
             except TimeoutError:
                 message = f"no connection for the statement within {self.wait:g} s"
                 raise SATimeoutError(message) from None
         try:
-            return await self._run(compiled.sql, args)
+            return await self._run(loop, compiled.sql, args)
         finally:
-            self._slots.release()
+            slots.release()
 
-    async def _run(self, sql: str, args: Any) -> tuple[Any, ...] | None:
+    async def _run(
+        self, loop: asyncio.AbstractEventLoop, sql: str, args: Any
+    ) -> tuple[Any, ...] | None:
         for attempt in (1, 2):
-            conn = self._idle.pop() if self._idle else await self._connect()
+            conn: psycopg.AsyncConnection[Any] | None = None
             try:
+                conn = self._idle.pop() if self._idle else await self._connect()
                 cursor = await conn.execute(sql, args, prepare=True)
                 row = await cursor.fetchone() if cursor.description else None
             except BaseException as exc:
-                dropped = conn.broken
-                await conn.close()  # dropped, or left mid-statement: not used again
+                dropped = conn is not None and conn.broken
+                if conn is not None:
+                    conn.pgconn.finish()  # dropped, or left mid-statement: not used again
+                if not isinstance(exc, psycopg.Error):  # cancelled, say: not run again
+                    raise
                 if dropped and attempt == 1:
-                    self.close()  # the server dropped one: it has likely dropped them all
+                    self._finish_idle()  # the server dropped one: it has likely dropped all
                     continue
-                if isinstance(exc, psycopg.Error):  # as `Connection.execute` raises it
-                    raise DBAPIError.instance(
-                        sql, args, exc, psycopg.Error,
-                        connection_invalidated=dropped, dialect=self.dialect,
-                    ) from exc  # fmt: skip
-                raise
-            self._idle.append(conn)
+                raise DBAPIError.instance(
+                    sql, args, exc, psycopg.Error,
+                    connection_invalidated=dropped, dialect=self.dialect,
+                ) from exc  # fmt: skip
+            if self._loop is loop:
+                self._idle.append(conn)
+            else:  # closed meanwhile
+                conn.pgconn.finish()
             return None if row is None else tuple(row)
         raise AssertionError("unreachable")
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
-        for setting in STATEMENT_SETTINGS:
-            await conn.execute(setting)
+        try:
+            for setting in STATEMENT_SETTINGS:
+                await conn.execute(setting)
+        except BaseException:
+            conn.pgconn.finish()
+            raise
         return conn
 
     def close(self) -> None:
         """Close the connections held, without a round trip (also from another thread once
-        their loop has stopped); a run after this opens new ones."""
+        their loop has stopped); a run still going closes its own when done, and a run after
+        this opens new ones."""
+        self._loop = self._slots = None
+        self._finish_idle()
+
+    def _finish_idle(self) -> None:
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.pgconn.finish()

@@ -119,14 +119,18 @@ async def report(
         return _answer(ctx, body.host, desired)
 
     async def later() -> Response:
-        answer, started = desired, time.monotonic()
-        if await watch.wait(host_id, since, hold_for(wait), seen):
-            ctx.now = ctx.platform.clock.now()  # new work came: read it
+        answer, hold, started = desired, hold_for(wait), time.monotonic()
+        if await watch.wait(host_id, since, hold, seen):
+            # new work came: read it (the time to it was held; reading it is answering)
+            hold = time.monotonic() - started
+            ctx.now = ctx.platform.clock.now()
             try:
                 answer = await run_in_threadpool(_desired, ctx, body.host)
             except Exception as exc:  # noqa: BLE001 - answered as the error layer would
                 return errors.response_for(exc)
-        held = _answer(ctx, body.host, answer, time.monotonic() - started)
+        # held: the hold as planned, so that a late wake-up (a pause of this process) counts
+        # as the answer's latency, not as the hold
+        held = _answer(ctx, body.host, answer, hold)
         return Response(held.model_dump_json(), 200, media_type=JSON)
 
     return await answer_later(request, later)
