@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import urllib.request
@@ -318,8 +319,8 @@ def test_private_networks_keep_containers_apart_and_go_with_them(
 ) -> None:
     """Renters' containers on one host (`network="private"`): neither reaches the other's
     unpublished port, both still publish theirs on the host; the network goes with its
-    container, also when the container could not start, and `prune_networks` removes one a
-    removal cut short left."""
+    container, also when the container could not start, and `tidy` removes one a removal cut
+    short left, with an env file a `run` cut short left (not one a `run` may be reading)."""
     server, client = names(), names()
     serve = "exec python3 -m http.server 8080 --bind 0.0.0.0"
     runtime.run(
@@ -350,8 +351,16 @@ def test_private_networks_keep_containers_apart_and_go_with_them(
 
     left = names()  # a network whose container is gone (an agent killed in between)
     runtime._private_network(left, host_label)
-    runtime.prune_networks(host_label)
+    stale, fresh = runtime._env_file(names()), runtime._env_file(names())
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("TOKEN=left-by-a-killed-agent\n")
+    fresh.write_text("TOKEN=being-read\n")
+    long_ago = time.time() - 2 * runtime.call_timeout - 1
+    os.utime(stale, (long_ago, long_ago))
+    runtime.tidy(host_label)
     assert left not in _networks(runtime)
+    assert not stale.exists() and fresh.exists()
+    fresh.unlink()
 
 
 def _answers(url: str) -> bool:

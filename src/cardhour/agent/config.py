@@ -48,3 +48,9 @@ class AgentSettings(BaseSettings):
     poll_seconds: float = Field(
         default=0.1, gt=0, description="How soon to report again while containers change."
     )
+    inventory_seconds: float = Field(
+        default=300,
+        gt=0,
+        description="How often the inventory (GPUs, links, CPUs, memory, free disk) is read "
+        "again; a change is reported with the next heartbeat.",
+    )

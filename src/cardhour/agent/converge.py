@@ -40,6 +40,7 @@ LABEL_SSH_PORT = "org.cardhour.ssh-port"  # on the host's network: where its ssh
 LOG_LINES = 20
 HOSTFILE_DIR = HOSTFILE_PATH.rsplit("/", 1)[0]
 SSHD_GRACE_SECONDS = 2.0  # silent this long: ask whether the image has sshd at all
+TIDY_SECONDS = 600.0  # leftovers of cut-short engine calls: at the first pass, then this often
 
 
 def clamped(report: dict[str, Any]) -> dict[str, Any]:
@@ -66,19 +67,19 @@ class Converger:
     across: dict[str, tuple[str, str, dict[str, str]]] = field(default_factory=dict)
     #: workloads whose report waits on something this pass could not finish (ask again soon)
     unfinished: set[str] = field(default_factory=set)
-    pruned: bool = False  # this host's unused private networks removed (once per agent)
+    tidied_at: float = -math.inf  # when `runtime.tidy` last ran (monotonic)
     #: container -> (its start, when this agent first found its sshd silent; infinity once
     #: the image was found to have sshd: never asked again for that start)
     silent_since: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
-        if not self.pruned:
-            try:  # networks a removal cut short left (the agent died between the two)
-                self.runtime.prune_networks({LABEL_HOST: self.host})
-                self.pruned = True
-            except RuntimeFailure as exc:
-                log.warning("cannot prune this host's unused networks: %s", exc)
+        if time.monotonic() - self.tidied_at >= TIDY_SECONDS:
+            try:  # what a run or removal cut short left (the agent died in between)
+                self.runtime.tidy({LABEL_HOST: self.host})
+                self.tidied_at = time.monotonic()
+            except (RuntimeFailure, OSError) as exc:
+                log.warning("cannot tidy this host's leftovers: %s", exc)
         want = {str(s["workload"]): s for s in desired}
         have = {
             c.labels.get(LABEL_WORKLOAD, c.name): c

@@ -1,6 +1,7 @@
 """The agent's loop: join once, then report and converge until stopped.
 
-Each report is the heartbeat. While containers are changing the agent reports again every
+Each report is the heartbeat; the inventory is read again every `inventory_seconds` and sent
+when it changed. While containers are changing the agent reports again every
 `poll_seconds`; once settled it long-polls (`wait` = the heartbeat): the control plane answers
 early when new work arrives, so a placement reaches the host within a fraction of a second.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,6 +129,15 @@ class Agent:
         cdi.write_standin_spec(s.cdi_dir, kind, gpus)
         return found
 
+    def _inventory_again(self, host: str, last: inventory.Inventory) -> inventory.Inventory:
+        """The inventory read again; `last` when it cannot be read now (the heartbeat goes
+        on: the host's containers still run)."""
+        try:
+            return self._inventory(host)
+        except InvalidInput as exc:
+            log.warning("cannot read the inventory again (%s): reporting the last one", exc)
+            return last
+
     # -- the loop ---------------------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> None:
@@ -135,7 +146,7 @@ class Agent:
         stop = stop or threading.Event()
         me = self.credential(stop)
         runtime = self._runtime()
-        found = self._inventory(me.host)
+        found, read_at = self._inventory(me.host), time.monotonic()
         s = self.settings
         converger = Converger(
             runtime, me.host, s.address, found.devices, s.weights_dir, s.standin_gpus is None
@@ -147,6 +158,9 @@ class Agent:
         heartbeat, failures = 10.0, 0
         with AgentChannel(me.server, me.credential) as channel:
             while not stop.is_set():
+                if time.monotonic() - read_at >= s.inventory_seconds:
+                    found, read_at = self._inventory_again(me.host, found), time.monotonic()
+                    converger.devices = found.devices
                 reports, settled = worker.latest()
                 body = AgentReport(
                     host=me.host,

@@ -149,8 +149,10 @@ class ContainerRuntime(ABC):
         """Remove it, stopping it first, and its private network; silent when gone."""
 
     @abstractmethod
-    def prune_networks(self, labels: dict[str, str]) -> None:
-        """Remove the private networks carrying all of `labels` that no container uses."""
+    def tidy(self, labels: dict[str, str]) -> None:
+        """Remove what a `run` or `remove` cut short left behind (the agent killed in between):
+        the private networks carrying all of `labels` that no container uses, and the files
+        of renters' variables written for a `run` that can no longer be reading them."""
 
     @abstractmethod
     def logs(self, name: str, lines: int = 20) -> str:

@@ -25,10 +25,12 @@ Every podman call gets `CONTAINERS_CONF=conf` when set.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -294,11 +296,17 @@ class PodmanRuntime(ContainerRuntime):
         if result.returncode != 0 and not any(words in text for words in gone):
             raise RuntimeFailure(last_line(result.stderr))
 
-    def prune_networks(self, labels: dict[str, str]) -> None:
-        """Remove the private networks carrying all of `labels` that no container uses (a
-        removal cut short between the container and its network)."""
+    def tidy(self, labels: dict[str, str]) -> None:
+        """As the contract: `network prune` by the labels, and every env file older than two
+        call timeouts (`run` deletes its own as soon as the engine has read it, within one)."""
         filters = [a for k, v in sorted(labels.items()) for a in ("--filter", f"label={k}={v}")]
         self._ok(["network", "prune", "--force", *filters])
+        folder = self._env_file("-").parent
+        stale_before = time.time() - 2 * self.call_timeout
+        for path in folder.iterdir() if folder.is_dir() else ():
+            with contextlib.suppress(FileNotFoundError):  # a concurrent run's own unlink
+                if path.stat().st_mtime < stale_before:
+                    path.unlink()
 
     def device_args(self, devices: tuple[str, ...]) -> list[str]:
         """Engine arguments giving exactly these CDI devices."""
