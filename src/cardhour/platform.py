@@ -27,6 +27,7 @@ from cardhour.backends.slurm import ProbedSlurmBackend, SlurmBackend, SlurmProbe
 from cardhour.core.clock import Clock, SystemClock
 from cardhour.core.errors import InvalidInput
 from cardhour.core.money import Money
+from cardhour.db import sealing
 from cardhour.db.engine import (
     make_engine,
     make_sessionmaker,
@@ -34,6 +35,7 @@ from cardhour.db.engine import (
     transaction,
 )
 from cardhour.db.migrate import upgrade
+from cardhour.db.models import Base
 from cardhour.reconcilers.apps import AppsReconciler
 from cardhour.reconcilers.base import Reconciler
 from cardhour.reconcilers.gateway import Gateway
@@ -72,9 +74,18 @@ class Platform:
         except OSError as exc:
             raise InvalidInput(f"cannot use data dir {settings.data_dir}: {exc.strerror}") from exc
         url = settings.resolved_database_url()
+        self.sealer = sealing.Sealer(
+            sealing.key_for(settings.data_dir, settings.sealing.key),
+            [
+                sealing.decode_key(k, "CARDHOUR_SEALING__PREVIOUS_KEYS")
+                for k in settings.sealing.previous_keys
+            ],
+        )
         try:
             self.engine = make_engine(url)
+            sealing.attach(self.engine, self.sealer)
             upgrade(self.engine)
+            sealing.reseal(self.engine, sealing.sealed_columns(Base.metadata))
         except (ArgumentError, OperationalError, NoSuchModuleError) as exc:
             raise InvalidInput(
                 f"cannot use database {url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
@@ -125,6 +136,7 @@ class Platform:
             ReplicaPlacer(self.sessions, self.catalog, lambda: self.policy, self.clock),
         )
         self.statements = make_statement_engine(url)
+        sealing.attach(self.statements, self.sealer)
         self.gateway = Gateway(
             self.statements,
             self.clock,

@@ -195,6 +195,23 @@ class PaymentSettings(BaseModel):
     )
 
 
+class SealingSettings(BaseModel):
+    """The key renters' secrets are sealed under at rest (`db/sealing.py`)."""
+
+    key: str | None = Field(
+        default=None,
+        repr=False,
+        description="Base64 of 32 random bytes (`openssl rand -base64 32`), the same for every "
+        "process of this control plane; default: <data_dir>/sealing.key, made on first start.",
+    )
+    previous_keys: list[str] = Field(
+        default_factory=list,
+        repr=False,
+        description="Keys sealed under before a rotation: still opened; each start reseals "
+        "their values under `key`.",
+    )
+
+
 class Settings(BaseSettings):
     """Everything `cardhour up` needs. Env: `CARDHOUR_PORT=9000`, `CARDHOUR_SIM__FAIL_RATE=0.1`."""
 
@@ -225,6 +242,7 @@ class Settings(BaseSettings):
     marketplace: MarketplaceSettings = MarketplaceSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     payments: PaymentSettings = PaymentSettings()
+    sealing: SealingSettings = SealingSettings()
 
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'cardhour.db').resolve()}"

@@ -18,6 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cardhour.db.models.base import TS, Base
+from cardhour.db.sealing import SealedText
 
 
 class NodeRow(Base):
@@ -89,7 +90,7 @@ class InstanceRow(Base):
     # the renter's workload: the command (`sh -c`; None: the container idles), environment
     # variables (JSON object, in the order given) and container ports to publish (JSON list)
     command: Mapped[str | None] = mapped_column(Text, nullable=True)
-    env: Mapped[str | None] = mapped_column(Text, nullable=True)
+    env: Mapped[str | None] = mapped_column(SealedText("instances.env"), nullable=True)
     ports: Mapped[str | None] = mapped_column(Text, nullable=True)
     ssh_key: Mapped[str | None] = mapped_column(Text, nullable=True)
     plan: Mapped[str] = mapped_column(String(16))

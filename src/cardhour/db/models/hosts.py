@@ -14,6 +14,7 @@ from sqlalchemy import Boolean, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cardhour.db.models.base import TS, Base
+from cardhour.db.sealing import SealedText
 
 
 class HostRow(Base):
@@ -53,7 +54,7 @@ class HostContainerRow(Base):
     host_id: Mapped[str] = mapped_column(ForeignKey("hosts.id"), primary_key=True)
     workload: Mapped[str] = mapped_column(String(64), primary_key=True)  # ch-<instance>-<attempt>
     attempt: Mapped[int] = mapped_column(Integer, default=0)
-    spec: Mapped[str] = mapped_column(Text)  # JSON: what the agent runs
+    spec: Mapped[str] = mapped_column(SealedText("host_containers.spec"))  # JSON: what runs
     wanted: Mapped[bool] = mapped_column(Boolean, default=True)
     state: Mapped[str] = mapped_column(String(16), default="pending")
     report: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON, as reported

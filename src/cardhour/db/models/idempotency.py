@@ -7,12 +7,12 @@ from datetime import datetime
 from sqlalchemy import (
     Integer,
     String,
-    Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cardhour.db.models.base import TS, Base
+from cardhour.db.sealing import SealedText
 
 
 class IdempotencyKeyRow(Base):
@@ -28,5 +28,5 @@ class IdempotencyKeyRow(Base):
     path: Mapped[str] = mapped_column(String(255))
     request_hash: Mapped[str] = mapped_column(String(64))  # SHA-256 of method, path and body
     status_code: Mapped[int] = mapped_column(Integer)
-    response_body: Mapped[str] = mapped_column(Text)
+    response_body: Mapped[str] = mapped_column(SealedText("idempotency_keys.response_body"))
     created_at: Mapped[datetime] = mapped_column(TS, index=True)
