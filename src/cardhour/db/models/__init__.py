@@ -30,7 +30,7 @@ from cardhour.db.models.grants import (
     ProposalReviewRow,
     ProposalRow,
 )
-from cardhour.db.models.hosts import HostContainerRow, HostRow
+from cardhour.db.models.hosts import BRIEF_COLUMNS, HostContainerRow, HostDirectoryRow, HostRow
 from cardhour.db.models.idempotency import IdempotencyKeyRow
 from cardhour.db.models.marketplace import (
     AppCallRow,
@@ -53,7 +53,9 @@ __all__ = [
     "FleetInventoryRow",
     "GrantMemberRow",
     "GrantRow",
+    "BRIEF_COLUMNS",
     "HostContainerRow",
+    "HostDirectoryRow",
     "HostRow",
     "IdempotencyKeyRow",
     "InstanceEventRow",

@@ -9,8 +9,20 @@ wanted on it change: an agent waiting for work wakes on it.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Boolean, ForeignKey, Integer, String, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Connection,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    event,
+    inspect,
+    update,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cardhour.db.models.base import TS, Base
@@ -43,6 +55,55 @@ class HostRow(Base):
     joined_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     last_seen_at: Mapped[datetime | None] = mapped_column(TS, nullable=True, index=True)
     removed_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)  # credential revoked
+    #: the directory's version at the last change of a `BRIEF_COLUMNS` column (set on flush)
+    brief_version: Mapped[int] = mapped_column(
+        BigInteger, default=0, server_default="0", index=True
+    )
+
+
+#: what the host book keeps of each host between ticks: a change of any moves the directory
+BRIEF_COLUMNS = (
+    "name",
+    "data_centre",
+    "ib_leaf",
+    "ib_spine",
+    "address",
+    "standin",
+    "joined_at",
+    "removed_at",
+    "inventory_key",
+)
+
+
+class HostDirectoryRow(Base):
+    """One row (id 1): the host directory's version, moved in the same transaction as every
+    change of a host's `BRIEF_COLUMNS` through the ORM (a host enrolled, joined, moved or
+    removed, or reporting another inventory, address or engine; never a heartbeat), whose
+    `brief_version` takes the new value (`_directory_moves`). Its row lock makes those
+    transactions commit in version order, so a reader that saw version V and then reads the
+    hosts with `brief_version > V` misses none."""
+
+    __tablename__ = "host_directory"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)
+
+
+@event.listens_for(HostRow, "before_insert")
+@event.listens_for(HostRow, "before_update")
+def _directory_moves(_mapper: Any, connection: Connection, target: HostRow) -> None:
+    state = inspect(target)
+    if state.persistent and not any(
+        state.attrs[name].history.has_changes() for name in BRIEF_COLUMNS
+    ):
+        return
+    moved = (
+        update(HostDirectoryRow)
+        .where(HostDirectoryRow.id == 1)
+        .values(version=HostDirectoryRow.version + 1)
+        .returning(HostDirectoryRow.version)
+    )
+    target.brief_version = connection.execute(moved).scalar_one()
 
 
 class HostContainerRow(Base):

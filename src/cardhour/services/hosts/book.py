@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,6 +35,10 @@ def fingerprint(spec: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
 
+#: how often `HostBook.hosts` reads every host's brief, not only the changed ones
+RESYNC = timedelta(minutes=5)
+
+
 class HostBook:
     def __init__(
         self, sessions: sessionmaker[Session], clock: Clock, heartbeat_timeout: timedelta
@@ -45,6 +50,14 @@ class HostBook:
         #: host id -> (inventory key, parsed): the last inventory read of each host
         self._inventories: dict[str, tuple[str, dict[str, Any]]] = {}
         self._listeners: list[Callable[[], None]] = []
+        #: `hosts`' view, kept between calls: the directory version it is at, the briefs of
+        #: the joined hosts not removed by id, and the list made of them with the silent ones
+        self._lock = threading.Lock()
+        self._version: int | None = None
+        self._resynced_at = clock.now()
+        self._briefs: dict[str, AnyRow] = {}
+        self._said: tuple[int, frozenset[str], datetime] | None = None
+        self._listed: list[HostInfo] = []
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call `listener` (from the caller's thread) after each commit that changed what is
@@ -64,23 +77,47 @@ class HostBook:
         if now - self.trusting_since <= self.timeout:
             return None
         if last_seen_at is None or now - as_utc(last_seen_at) > self.timeout:
-            return f"no heartbeat from its agent for over {self.timeout.total_seconds():.0f} s"
+            return self._silence()
         return None
+
+    def _silence(self) -> str:
+        return f"no heartbeat from its agent for over {self.timeout.total_seconds():.0f} s"
 
     def _lost(self, host: AnyRow, now: datetime) -> str | None:
         return self.lost_reason(host.removed_at, host.last_seen_at, now)
 
     def hosts(self) -> list[HostInfo]:
-        """Every joined host, lost ones included (`lost` says why). An inventory is read and
-        parsed again only when its key moved."""
+        """Every joined host not removed, silent ones included (`lost` says why), by name.
+
+        Kept between calls: each call reads the directory's version, the hosts whose brief
+        changed since the version it last saw (`HostDirectoryRow`), and the ids of silent
+        hosts (an index range), so a thousand reporting hosts cost three small reads, not a
+        thousand rows; an inventory is read and parsed again only when its key moved. Every
+        `RESYNC` it reads every host's brief anyway (a row changed behind the ORM's back)."""
         now = self.clock.now()
-        with transaction(self.sessions) as session:
-            rows = store.briefs(session)
-            keys = {r.id: r.inventory_key for r in rows if r.inventory_key}
+        with self._lock, transaction(self.sessions) as session:
+            version = store.directory_version(session)
+            if self._version is None or now - self._resynced_at >= RESYNC:
+                self._briefs = {r.id: r for r in store.briefs(session)}
+                self._resynced_at = now
+            elif version != self._version:
+                for r in store.briefs_since(session, self._version):
+                    if r.removed_at is None and r.joined_at is not None:
+                        self._briefs[r.id] = r
+                    else:
+                        self._briefs.pop(r.id, None)
+            self._version = version
+            trusting = now - self.trusting_since <= self.timeout
+            silent = frozenset(() if trusting else store.silent(session, now - self.timeout))
+            said = (version, silent, self._resynced_at)
+            if said == self._said:
+                return list(self._listed)
+            keys = {i: r.inventory_key for i, r in self._briefs.items() if r.inventory_key}
             stale = [i for i, key in keys.items() if self._inventories.get(i, ("",))[0] != key]
             for host_id, text in store.inventories(session, stale).items() if stale else ():
                 self._inventories[host_id] = (keys[host_id], json.loads(text or "{}"))
-        return [
+        why = self._silence()
+        self._listed = [
             HostInfo(
                 r.name,
                 r.data_centre,
@@ -89,11 +126,13 @@ class HostBook:
                 r.address,
                 self._inventories[r.id][1] if r.id in keys else {},
                 r.standin,
-                self._lost(r, now),
+                why if r.id in silent else None,
                 inventory_key=keys.get(r.id, ""),
             )
-            for r in rows
+            for r in sorted(self._briefs.values(), key=lambda r: str(r.name))
         ]
+        self._said = said
+        return list(self._listed)
 
     def want(self, workload: str, attempt: int, specs: dict[str, dict[str, Any]]) -> None:
         """`workload` runs on exactly the hosts of `specs` (host name → container spec):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, String, any_, bindparam, delete, func, select, update
@@ -10,7 +11,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
-from cardhour.db.models import HostContainerRow, HostRow
+from cardhour.db.models import HostContainerRow, HostDirectoryRow, HostRow
 
 
 def get_by_name(session: Session, name: str, lock: bool = False) -> HostRow | None:
@@ -69,6 +70,7 @@ BRIEF = (
     HostRow.last_seen_at,
     HostRow.removed_at,
     HostRow.inventory_key,
+    HostRow.joined_at,
 )
 
 
@@ -82,6 +84,29 @@ def briefs(session: Session, ids: Iterable[str] | None = None) -> list[AnyRow]:
     else:
         query = query.where(HostRow.id.in_(sorted(set(ids))))
     return list(session.execute(query.order_by(HostRow.name)).all())
+
+
+def directory_version(session: Session) -> int:
+    """The host directory's version (`HostDirectoryRow`): one primary-key read."""
+    return int(session.execute(select(HostDirectoryRow.version)).scalar_one())
+
+
+def briefs_since(session: Session, version: int) -> list[AnyRow]:
+    """The `BRIEF` columns of every host (removed or not yet joined included) whose brief
+    changed after directory version `version`."""
+    query = select(*BRIEF).where(HostRow.brief_version > version)
+    return list(session.execute(query).all())
+
+
+def silent(session: Session, seen_before: datetime) -> set[str]:
+    """Ids of the joined hosts, not removed, whose agent last reported before `seen_before`
+    (an index range: none, while every agent reports)."""
+    query = select(HostRow.id).where(
+        HostRow.last_seen_at < seen_before,
+        HostRow.removed_at.is_(None),
+        HostRow.joined_at.is_not(None),
+    )
+    return set(session.scalars(query))
 
 
 def inventories(session: Session, ids: Iterable[str]) -> dict[str, str | None]:
