@@ -23,7 +23,7 @@ from sqlalchemy import (
     inspect,
     update,
 )
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column, object_session
 
 from cardhour.db.models.base import TS, Base
 from cardhour.db.sealing import SealedText
@@ -76,12 +76,13 @@ BRIEF_COLUMNS = (
 
 
 class HostDirectoryRow(Base):
-    """One row (id 1): the host directory's version, moved in the same transaction as every
-    change of a host's `BRIEF_COLUMNS` through the ORM (a host enrolled, joined, moved or
-    removed, or reporting another inventory, address or engine; never a heartbeat), whose
-    `brief_version` takes the new value (`_directory_moves`). Its row lock makes those
-    transactions commit in version order, so a reader that saw version V and then reads the
-    hosts with `brief_version > V` misses none."""
+    """One row (id 1): the host directory's version, moved by every transaction that changes a
+    host's `BRIEF_COLUMNS` through the ORM (a host enrolled, joined, moved or removed, or
+    reporting another inventory, address or engine; never a heartbeat), right before it
+    commits; the changed hosts' `brief_version` takes the new value. Its row lock makes those
+    commits happen in version order, so a reader that saw version V and then reads the hosts
+    with `brief_version > V` misses none; taken at the commit, it is held for the commit only
+    (a thousand hosts joining at once do not queue behind each other's whole report)."""
 
     __tablename__ = "host_directory"
 
@@ -89,13 +90,27 @@ class HostDirectoryRow(Base):
     version: Mapped[int] = mapped_column(BigInteger)
 
 
+_CHANGED = "cardhour.hosts_brief_changed"  # Session.info: ids of hosts whose brief changed
+
+
 @event.listens_for(HostRow, "before_insert")
 @event.listens_for(HostRow, "before_update")
-def _directory_moves(_mapper: Any, connection: Connection, target: HostRow) -> None:
+def _note_brief_change(_mapper: Any, _connection: Connection, target: HostRow) -> None:
     state = inspect(target)
     if state.persistent and not any(
         state.attrs[name].history.has_changes() for name in BRIEF_COLUMNS
     ):
+        return
+    session = object_session(target)
+    if session is not None:
+        session.info.setdefault(_CHANGED, set()).add(target.id)
+
+
+@event.listens_for(Session, "before_commit")
+def _directory_moves(session: Session) -> None:
+    session.flush()  # what is still pending notes its changes first
+    changed = session.info.pop(_CHANGED, None)
+    if not changed:
         return
     moved = (
         update(HostDirectoryRow)
@@ -103,7 +118,14 @@ def _directory_moves(_mapper: Any, connection: Connection, target: HostRow) -> N
         .values(version=HostDirectoryRow.version + 1)
         .returning(HostDirectoryRow.version)
     )
-    target.brief_version = connection.execute(moved).scalar_one()
+    version = session.execute(moved).scalar_one()
+    ids = sorted(changed)
+    session.execute(update(HostRow).where(HostRow.id.in_(ids)).values(brief_version=version))
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_brief_changes(session: Session) -> None:
+    session.info.pop(_CHANGED, None)
 
 
 class HostContainerRow(Base):
