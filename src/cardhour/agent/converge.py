@@ -75,9 +75,9 @@ class Converger:
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
         if time.monotonic() - self.tidied_at >= TIDY_SECONDS:
+            self.tidied_at = time.monotonic()  # a failure is tried again then, not every pass
             try:  # what a run or removal cut short left (the agent died in between)
                 self.runtime.tidy({LABEL_HOST: self.host})
-                self.tidied_at = time.monotonic()
             except (RuntimeFailure, OSError) as exc:
                 log.warning("cannot tidy this host's leftovers: %s", exc)
         want = {str(s["workload"]): s for s in desired}

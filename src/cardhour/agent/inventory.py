@@ -59,7 +59,9 @@ def _machine(state_dir: Path) -> dict[str, Any]:
     return {
         "cpus": os.cpu_count() or 1,
         "memory_mb": memory_kb // 1024,
-        "disk_gb": shutil.disk_usage(state_dir).free // 2**30,
+        # the size, not what is free: a figure that moved with every file written would be
+        # a new inventory at every read (the control plane re-reads what changes)
+        "disk_gb": shutil.disk_usage(state_dir).total // 2**30,
     }
 
 

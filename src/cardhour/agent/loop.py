@@ -1,9 +1,10 @@
 """The agent's loop: join once, then report and converge until stopped.
 
-Each report is the heartbeat; the inventory is read again every `inventory_seconds` and sent
-when it changed. While containers are changing the agent reports again every
-`poll_seconds`; once settled it long-polls (`wait` = the heartbeat): the control plane answers
-early when new work arrives, so a placement reaches the host within a fraction of a second.
+Each report is the heartbeat; the inventory is read again every `inventory_seconds` (on a
+thread of its own: `InventoryReader`) and sent when it changed. While containers are changing
+the agent reports again every `poll_seconds`; once settled it long-polls (`wait` = the
+heartbeat): the control plane answers early when new work arrives, so a placement reaches the
+host within a fraction of a second.
 
 The host credential is kept in `<state_dir>/credential.json` (mode 0600): a restarted agent
 reuses it (no new token needed) and adopts the containers it finds (`converge`).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,15 +130,6 @@ class Agent:
         cdi.write_standin_spec(s.cdi_dir, kind, gpus)
         return found
 
-    def _inventory_again(self, host: str, last: inventory.Inventory) -> inventory.Inventory:
-        """The inventory read again; `last` when it cannot be read now (the heartbeat goes
-        on: the host's containers still run)."""
-        try:
-            return self._inventory(host)
-        except InvalidInput as exc:
-            log.warning("cannot read the inventory again (%s): reporting the last one", exc)
-            return last
-
     # -- the loop ---------------------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> None:
@@ -146,21 +138,22 @@ class Agent:
         stop = stop or threading.Event()
         me = self.credential(stop)
         runtime = self._runtime()
-        found, read_at = self._inventory(me.host), time.monotonic()
+        found = self._inventory(me.host)
         s = self.settings
         converger = Converger(
             runtime, me.host, s.address, found.devices, s.weights_dir, s.standin_gpus is None
         )
         worker = ConvergeWorker(converger, s.poll_seconds)
         worker.start(stop)
+        reader = InventoryReader(lambda: self._inventory(me.host), found, s.inventory_seconds)
+        reader.start(stop)
         sent_inventory: dict[str, Any] | None = None
         version: int | None = None
         heartbeat, failures = 10.0, 0
         with AgentChannel(me.server, me.credential) as channel:
             while not stop.is_set():
-                if time.monotonic() - read_at >= s.inventory_seconds:
-                    found, read_at = self._inventory_again(me.host, found), time.monotonic()
-                    converger.devices = found.devices
+                found = reader.latest()
+                converger.devices = found.devices
                 reports, settled = worker.latest()
                 body = AgentReport(
                     host=me.host,
@@ -193,6 +186,33 @@ class Agent:
                 worker.offer(answer.containers)
                 if not settled:  # report again soon, at once when the worker has news
                     worker.wait_for_news(s.poll_seconds)
+
+
+class InventoryReader:
+    """Reads the inventory again every `seconds` on its own thread: `nvidia-smi` can hang for
+    its whole timeout when a GPU falls off the bus, and the heartbeat must not wait for it (a
+    host silent for `lost_after_seconds` is lost). A read that fails leaves the last one
+    standing (logged): the host's containers still run."""
+
+    def __init__(
+        self, read: Callable[[], inventory.Inventory], first: inventory.Inventory, seconds: float
+    ) -> None:
+        self.read, self.seconds = read, seconds
+        self._latest = first
+
+    def start(self, stop: threading.Event) -> None:
+        thread = threading.Thread(target=self._run, args=(stop,), name="inventory", daemon=True)
+        thread.start()
+
+    def latest(self) -> inventory.Inventory:
+        return self._latest  # replaced whole, never changed in place
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.seconds):
+            try:
+                self._latest = self.read()
+            except Exception as exc:  # noqa: BLE001 - the agent outlives a failed read
+                log.warning("cannot read the inventory again (%s): reporting the last one", exc)
 
 
 class ConvergeWorker:

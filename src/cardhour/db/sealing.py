@@ -1,6 +1,7 @@
 """Renters' secrets sealed at rest: the columns that hold a renter's environment variables
-(tokens, keys) are AES-256-GCM ciphertext in the database, so a dump, a backup or a read-only
-SQL session shows none of them (docs/dev/hosts.md, "Renters' variables at rest").
+(tokens, keys) are AES-256-GCM ciphertext in the database, so a dump of it, its backups or a
+read-only SQL session show none of them without the key, which lives apart from it
+(docs/dev/hosts.md, "Renters' variables at rest").
 
 - `SealedText(purpose)` is a column type: the ORM and Core statements seal on write and open
   on read with the `Sealer` attached to the engine (`attach`); code above this module sees
@@ -9,7 +10,8 @@ SQL session shows none of them (docs/dev/hosts.md, "Renters' variables at rest")
 - A sealed value is `sealed:v1:<key id>:<base64url(nonce || ciphertext || tag)>`, the key id
   the first 8 hex digits of the key's SHA-256, so a value sealed under a previous key still
   opens while that key is listed (`Sealer(previous=...)`): rotation is a new key plus the old
-  ones as previous, and `reseal` to rewrite every value under the new one.
+  ones as previous, and `reseal` to rewrite every value under the new one (in two steps where
+  several processes run: docs/dev/hosts.md).
 - A value without the prefix (written before sealing existed) is read as it is, and `reseal`
   seals it.
 - The key: `CARDHOUR_SEALING__KEY` (base64 of 32 bytes; the same for every process of one
@@ -142,17 +144,32 @@ def decode_key(text: str, where: str) -> bytes:
 
 def key_for(data_dir: Path, configured: str | None) -> bytes:
     """The configured key, else the data dir's key file, made (0600, atomically: concurrent
-    first starts agree on one) when missing. InvalidInput for a malformed key."""
+    first starts agree on one; synced to disk) when missing. InvalidInput for a malformed
+    key or one that cannot be read or made."""
     if configured:
         return decode_key(configured, "CARDHOUR_SEALING__KEY")
-    path = data_dir / KEY_FILE
+    try:
+        return _key_file(data_dir / KEY_FILE)
+    except OSError as exc:
+        raise InvalidInput(f"cannot use the sealing key {data_dir / KEY_FILE}: {exc}") from exc
+
+
+def _key_file(path: Path) -> bytes:
+    data_dir = path.parent
     if not path.exists():
         tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}")
         descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as out:
             out.write(base64.b64encode(os.urandom(KEY_BYTES)).decode() + "\n")
+            out.flush()
+            os.fsync(out.fileno())  # on disk before any value sealed under it can be
         try:
             os.link(tmp, path)  # fails when another process made it first: its key wins
+            folder = os.open(data_dir, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
         except FileExistsError:
             pass
         finally:

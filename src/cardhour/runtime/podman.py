@@ -297,16 +297,17 @@ class PodmanRuntime(ContainerRuntime):
             raise RuntimeFailure(last_line(result.stderr))
 
     def tidy(self, labels: dict[str, str]) -> None:
-        """As the contract: `network prune` by the labels, and every env file older than two
-        call timeouts (`run` deletes its own as soon as the engine has read it, within one)."""
-        filters = [a for k, v in sorted(labels.items()) for a in ("--filter", f"label={k}={v}")]
-        self._ok(["network", "prune", "--force", *filters])
+        """As the contract: every env file older than two call timeouts (`run` deletes its
+        own as soon as the engine has read it, within one), then `network prune` by the
+        labels (a failure of that leaves the files swept)."""
         folder = self._env_file("-").parent
         stale_before = time.time() - 2 * self.call_timeout
         for path in folder.iterdir() if folder.is_dir() else ():
             with contextlib.suppress(FileNotFoundError):  # a concurrent run's own unlink
                 if path.stat().st_mtime < stale_before:
                     path.unlink()
+        filters = [a for k, v in sorted(labels.items()) for a in ("--filter", f"label={k}={v}")]
+        self._ok(["network", "prune", "--force", *filters])
 
     def device_args(self, devices: tuple[str, ...]) -> list[str]:
         """Engine arguments giving exactly these CDI devices."""

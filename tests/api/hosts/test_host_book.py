@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import event, text
 
 from cardhour.services.hosts.book import RESYNC
+from cardhour.store.hosts import hosts as store
 from tests.api.hosts.conftest import LOST_AFTER, HostsApi, inventory
 
 
@@ -76,3 +77,25 @@ def test_the_view_follows_every_change_and_reads_nothing_when_none(hosts_api: Ho
     assert _view(api)["a"][1] == "10.0.0.9"
     api.clock.advance(RESYNC.total_seconds())
     assert _view(api)["a"][1] == "10.7.7.7"
+
+
+def test_a_savepoint_moves_the_directory_only_when_its_transaction_commits(
+    hosts_api: HostsApi,
+) -> None:
+    api = hosts_api
+    api.enrol("a", address="10.0.0.1")
+    assert _view(api)["a"][1] == "10.0.0.1"
+    with api.platform.sessions() as session, session.begin():
+        before = store.directory_version(session)
+        with session.begin_nested():
+            row = store.get_by_name(session, "a")
+            assert row is not None
+            row.address = "10.0.0.2"
+        assert store.directory_version(session) == before  # not at the savepoint's release
+        inner = session.begin_nested()
+        row.ib_leaf = "leaf-9"
+        session.flush()
+        inner.rollback()  # the address noted before it still counts
+    with api.platform.sessions() as session:
+        assert store.directory_version(session) == before + 1
+    assert _view(api)["a"][1] == "10.0.0.2"

@@ -90,7 +90,8 @@ class AgentReport(_Strict):
     inventory: dict[str, Any] | None = Field(
         default=None,
         description="gpus (nvidia-smi query rows), topology (`nvidia-smi topo -m`), ibstat, "
-        "cpus, memory_mb, disk_gb; sent on the first report and whenever it changes.",
+        "cpus, memory_mb, disk_gb (the size of the agent's state dir's file system); sent on "
+        "the first report and whenever it changes.",
     )
     address: str | None = Field(
         default=None,

@@ -23,7 +23,7 @@ from sqlalchemy import (
     inspect,
     update,
 )
-from sqlalchemy.orm import Mapped, Session, mapped_column, object_session
+from sqlalchemy.orm import Mapped, Session, SessionTransaction, mapped_column, object_session
 
 from cardhour.db.models.base import TS, Base
 from cardhour.db.sealing import SealedText
@@ -108,6 +108,8 @@ def _note_brief_change(_mapper: Any, _connection: Connection, target: HostRow) -
 
 @event.listens_for(Session, "before_commit")
 def _directory_moves(session: Session) -> None:
+    if session.in_nested_transaction():
+        return  # a savepoint released: the transaction around it commits later
     session.flush()  # what is still pending notes its changes first
     changed = session.info.pop(_CHANGED, None)
     if not changed:
@@ -123,9 +125,12 @@ def _directory_moves(session: Session) -> None:
     session.execute(update(HostRow).where(HostRow.id.in_(ids)).values(brief_version=version))
 
 
-@event.listens_for(Session, "after_rollback")
-def _forget_brief_changes(session: Session) -> None:
-    session.info.pop(_CHANGED, None)
+@event.listens_for(Session, "after_transaction_end")
+def _forget_brief_changes(session: Session, transaction: SessionTransaction) -> None:
+    """The outermost transaction ended (rolled back, or closed): what it noted is moot. A
+    savepoint rolled back keeps the notes (a host noted for nothing is only read again)."""
+    if transaction.parent is None:
+        session.info.pop(_CHANGED, None)
 
 
 class HostContainerRow(Base):
