@@ -25,16 +25,15 @@ Every podman call gets `CONTAINERS_CONF=conf` when set.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
 import os
 import shutil
 import subprocess
-import time
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
+from cardhour.runtime import env_files
 from cardhour.runtime.base import (
     PRIVATE,
     ContainerRuntime,
@@ -220,15 +219,9 @@ class PodmanRuntime(ContainerRuntime):
             args += ["--hostname", spec.hostname]
         for host, address in sorted(spec.hosts.items()):
             args += ["--add-host", f"{host}:{address}"]
-        # the renter's variables (tokens, keys) in a 0600 file, not on the engine's command
-        # line (any user's `ps` shows that); values are one line each (`core.workload.spec`)
-        if spec.env:
-            path = self._env_file(spec.name)
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "w") as out:
-                out.writelines(f"{k}={v}\n" for k, v in sorted(spec.env.items()))
-            args += ["--env-file", str(path)]
+        if spec.env:  # in a file, not on the engine's command line (`env_files`)
+            env_files.write(self._env_file(spec.name), spec.env)
+            args += ["--env-file", str(self._env_file(spec.name))]
         args += self.device_args(spec.devices)
         if spec.cpus is not None:
             args += ["--cpus", f"{spec.cpus:g}"]
@@ -300,12 +293,7 @@ class PodmanRuntime(ContainerRuntime):
         """As the contract: every env file older than two call timeouts (`run` deletes its
         own as soon as the engine has read it, within one), then `network prune` by the
         labels (a failure of that leaves the files swept)."""
-        folder = self._env_file("-").parent
-        stale_before = time.time() - 2 * self.call_timeout
-        for path in folder.iterdir() if folder.is_dir() else ():
-            with contextlib.suppress(FileNotFoundError):  # a concurrent run's own unlink
-                if path.stat().st_mtime < stale_before:
-                    path.unlink()
+        env_files.sweep(self._env_file("-").parent, 2 * self.call_timeout)
         filters = [a for k, v in sorted(labels.items()) for a in ("--filter", f"label={k}={v}")]
         self._ok(["network", "prune", "--force", *filters])
 
