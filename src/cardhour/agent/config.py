@@ -51,6 +51,6 @@ class AgentSettings(BaseSettings):
     inventory_seconds: float = Field(
         default=300,
         gt=0,
-        description="How often the inventory (GPUs, links, CPUs, memory, free disk) is read "
+        description="How often the inventory (GPUs, links, CPUs, memory, disk size) is read "
         "again; a change is reported with the next heartbeat.",
     )

@@ -96,9 +96,6 @@ class Sealer:
         except (InvalidTag, binascii.Error, ValueError) as exc:
             raise SealingFailed(f"a {purpose} value does not open (altered or moved)") from exc
 
-    def is_current(self, value: str) -> bool:
-        return value.startswith(f"{PREFIX}{self.key_id}:")
-
 
 def attach(engine: Engine, sealer: Sealer) -> None:
     """Every `SealedText` column read or written through `engine` uses `sealer`."""

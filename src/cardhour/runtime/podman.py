@@ -220,8 +220,9 @@ class PodmanRuntime(ContainerRuntime):
         for host, address in sorted(spec.hosts.items()):
             args += ["--add-host", f"{host}:{address}"]
         if spec.env:  # in a file, not on the engine's command line (`env_files`)
-            env_files.write(self._env_file(spec.name), spec.env)
-            args += ["--env-file", str(self._env_file(spec.name))]
+            env_file = self._env_file(spec.name)
+            env_files.write(env_file, spec.env)
+            args += ["--env-file", str(env_file)]
         args += self.device_args(spec.devices)
         if spec.cpus is not None:
             args += ["--cpus", f"{spec.cpus:g}"]

@@ -19,7 +19,6 @@ from typing import Any
 
 from anyio import to_thread
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from cardhour.db.async_statement import AsyncStatement
@@ -80,7 +79,7 @@ class Heartbeats:
         if isinstance(self._touch, AsyncStatement):
             found = await self._touch.row(params)
         else:
-            found = await to_thread.run_sync(self._direct, self._touch, params)
+            found = await to_thread.run_sync(self._touch.row, params)
         if found is None:
             return None
         host_id, version = str(found[0]), int(found[1])
@@ -88,15 +87,6 @@ class Heartbeats:
         if wanted is None:
             wanted = await to_thread.run_sync(self._read, host_id, version)
         return host_id, wanted
-
-    @staticmethod
-    def _direct(touch: DirectStatement, params: dict[str, Any]) -> tuple[Any, ...] | None:
-        try:
-            return touch.row(params)
-        except DBAPIError as exc:  # no pre-ping: a connection the server dropped fails once
-            if not exc.connection_invalidated:
-                raise
-            return touch.row(params)  # idempotent: again on a new connection
 
     def _read(self, host_id: str, version: int) -> Desired:
         with transaction(self.sessions) as session:

@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
-from cardhour.db.models import HostContainerRow, HostDirectoryRow, HostRow
+from cardhour.db.models import BRIEF_COLUMNS, HostContainerRow, HostDirectoryRow, HostRow
 
 
 def get_by_name(session: Session, name: str, lock: bool = False) -> HostRow | None:
@@ -58,19 +58,12 @@ def list_hosts(session: Session, joined_only: bool = False) -> list[HostRow]:
 
 #: a row of any columns
 AnyRow = Row[*tuple[Any, ...]]
-#: a host's columns but its inventory (`briefs`)
+#: a host's columns but its inventory (`briefs`): what the host book keeps of it
+#: (`BRIEF_COLUMNS`, whose changes move the host directory), its id and last heartbeat
 BRIEF = (
     HostRow.id,
-    HostRow.name,
-    HostRow.data_centre,
-    HostRow.ib_leaf,
-    HostRow.ib_spine,
-    HostRow.address,
-    HostRow.standin,
     HostRow.last_seen_at,
-    HostRow.removed_at,
-    HostRow.inventory_key,
-    HostRow.joined_at,
+    *(getattr(HostRow, name) for name in BRIEF_COLUMNS),
 )
 
 
