@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from cardhour.backends.apps.container import container_launcher
+from cardhour.backends.apps.hosts import HostLauncher
 from cardhour.backends.apps.process import ProcessLauncher
 from cardhour.backends.apps.runtime import Launcher, LocalAppRuntime
 from cardhour.backends.base import Backend
@@ -163,8 +164,18 @@ class Platform:
         """What runs the marketplace's replicas (`settings.marketplace.runtime`)."""
         market = self.settings.marketplace
         work = self.settings.data_dir / "app-replicas"
-        if market.runtime == "process":
+        runtime = market.runtime
+        if runtime == "auto":
+            runtime = "hosts" if self.settings.backend == "hosts" else "container"
+        if runtime == "process":
             return ProcessLauncher(work, market.start_timeout_seconds)
+        if runtime == "hosts":
+            return HostLauncher(
+                self.host_book,
+                market.app_image,
+                market.wheelhouse,
+                start_timeout=market.start_timeout_seconds,
+            )
         return container_launcher(
             market.containers_conf,
             work,
@@ -172,6 +183,13 @@ class Platform:
             market.wheelhouse,
             market.start_timeout_seconds,
         )
+
+    def app_build_context(self, key: str) -> bytes | None:
+        """The build context of app version `key` for a host's agent to build its image from
+        (`backends.apps.hosts`); None when replicas do not run on the hosts or no replica of
+        the version was started by this process."""
+        launcher = self.app_runtime.launcher
+        return launcher.context(key) if isinstance(launcher, HostLauncher) else None
 
     def _make_backend(self) -> Backend:
         if self.settings.backend == "slurm":

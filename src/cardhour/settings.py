@@ -102,11 +102,14 @@ class MarketplaceSettings(BaseModel):
         default=None,
         description="Where the demo apps are (default: examples/apps of the source checkout).",
     )
-    runtime: Literal["container", "process"] = Field(
-        default="container",
-        description="How app replicas run: `container` (each in its own image, read-only root, "
+    runtime: Literal["auto", "hosts", "container", "process"] = Field(
+        default="auto",
+        description="How app replicas run: `hosts` (each a container on the host its share "
+        "of the fleet was placed on, run by that host's agent, with the GPUs placed), "
+        "`container` (each in its own image on the control plane's machine, read-only root, "
         "no network, limits: docs/dev/marketplace.md) or `process` (local processes of the "
-        "platform's user and Python: no sandbox, only for apps the operator has reviewed).",
+        "platform's user and Python: no sandbox, only for apps the operator has reviewed); "
+        "`auto`: `hosts` with the hosts backend, else `container`.",
     )
     app_image: str = Field(
         default="localhost/cardhour/app-python:latest",

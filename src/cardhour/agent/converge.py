@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cardhour.agent import nccl
+from cardhour.agent.apps import AppReplicas
 from cardhour.core.cluster import HOSTFILE_PATH
 from cardhour.core.hosts import EXITED, FAILED, MAX_REPORT_TEXT, PENDING, RUNNING
 from cardhour.runtime.base import (
@@ -71,34 +72,32 @@ class Converger:
     #: container -> (its start, when this agent first found its sshd silent; infinity once
     #: the image was found to have sshd: never asked again for that start)
     silent_since: dict[str, tuple[str, float]] = field(default_factory=dict)
+    apps: AppReplicas | None = None  # marketplace replicas (None: this agent runs none)
 
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
-        if time.monotonic() - self.tidied_at >= TIDY_SECONDS:
-            self.tidied_at = time.monotonic()  # a failure is tried again then, not every pass
-            try:  # what a run or removal cut short left (the agent died in between)
-                self.runtime.tidy({LABEL_HOST: self.host})
-            except (RuntimeFailure, OSError) as exc:
-                log.warning("cannot tidy this host's leftovers: %s", exc)
         want = {str(s["workload"]): s for s in desired}
         have = {
             c.labels.get(LABEL_WORKLOAD, c.name): c
             for c in self.runtime.list({LABEL_HOST: self.host})
         }
+        if time.monotonic() - self.tidied_at >= TIDY_SECONDS:
+            self.tidied_at = time.monotonic()  # a failure is tried again then, not every pass
+            try:  # what a run or removal cut short left (the agent died in between)
+                self.runtime.tidy({LABEL_HOST: self.host})
+                if self.apps is not None:
+                    self.apps.tidy({c.name for c in have.values()})
+            except (RuntimeFailure, OSError) as exc:
+                log.warning("cannot tidy this host's leftovers: %s", exc)
         settled, self.unfinished = True, set()
         for name in sorted(set(have) - set(want)):
             log.info("removing %s: no longer wanted here", name)
-            self.runtime.remove(have[name].name)
-            self.probes.pop(have[name].name, None)
-            self.applied.pop(have[name].name, None)
-            self.across.pop(have[name].name, None)
-            self.silent_since.pop(have[name].name, None)
+            self._remove(have[name].name)
         for name, spec in want.items():
             current = have.get(name)
             if current is not None and current.labels.get(LABEL_FINGERPRINT) != spec["fingerprint"]:
                 log.info("replacing %s: its spec changed", name)
-                self.runtime.remove(current.name)
-                self.probes.pop(current.name, None)
+                self._remove(current.name)
                 current = None
             if current is None:
                 have.pop(name, None)  # none, or the one just replaced
@@ -122,6 +121,14 @@ class Converger:
             )
             reports.append(clamped(report))
         return reports, settled
+
+    def _remove(self, box: str) -> None:
+        """Remove container `box` and forget what was known of it."""
+        self.runtime.remove(box)
+        for known in (self.probes, self.applied, self.across, self.silent_since):
+            known.pop(box, None)
+        if self.apps is not None:
+            self.apps.forget(box)
 
     def box(self, workload: str) -> str:
         """The container's name: the workload's and this host's (several agents may share one
@@ -167,6 +174,12 @@ class Converger:
             LABEL_WORKLOAD: str(spec["workload"]),
             LABEL_FINGERPRINT: str(spec["fingerprint"]),
         }
+        devices = tuple(self.devices[i] for i in indices)
+        if spec.get("kind") == "app":
+            if self.apps is None:
+                raise RuntimeFailure("this agent runs no app replicas")
+            name = self.box(str(spec["workload"]))
+            return self.apps.container_spec(name, spec, labels, devices, free_port(self.address))
         host_network = spec.get("network") == "host"
         ssh_port = free_port(self.address) if host_network else None
         if ssh_port is not None:
@@ -177,7 +190,7 @@ class Converger:
             labels=labels,
             command=spec.get("command"),
             env={str(k): str(v) for k, v in (spec.get("env") or {}).items()},
-            devices=tuple(self.devices[i] for i in indices),
+            devices=devices,
             cpus=float(spec["cpus"]) if spec.get("cpus") else None,
             memory_mb=int(spec["memory_mb"]) if spec.get("memory_mb") else None,
             ports=tuple(int(p) for p in spec.get("ports") or ()),
@@ -215,6 +228,11 @@ class Converger:
         if status.state != ContainerState.RUNNING:
             return report | {"state": PENDING}
         report["state"] = RUNNING
+        if spec.get("kind") == "app" and self.apps is not None:
+            report |= self.apps.report(box, spec, status)
+            if "probes" not in report:
+                self.unfinished.add(name)  # ask whether it answers again soon
+            return report
         probes = self._probes(box, spec, status, report["ports"])
         if probes is not None and "no_sshd" in probes:
             error = f"the image {spec['image']} has no /usr/sbin/sshd: SSH cannot be offered"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cardhour.agent import inventory
+from cardhour.agent.apps import AppReplicas
 from cardhour.agent.config import AgentSettings
 from cardhour.agent.converge import Converger
 from cardhour.api.schemas.hosts import AgentReport, ContainerReportIn
@@ -143,6 +144,10 @@ class Agent:
         converger = Converger(
             runtime, me.host, s.address, found.devices, s.weights_dir, s.standin_gpus is None
         )
+        fetches = AgentChannel(me.server, me.credential)  # the converge thread's own
+        converger.apps = AppReplicas(
+            runtime, s.address, s.state_dir, lambda w: fetches.app_context(me.host, w)
+        )
         worker = ConvergeWorker(converger, s.poll_seconds)
         worker.start(stop)
         reader = InventoryReader(lambda: self._inventory(me.host), found, s.inventory_seconds)
@@ -150,7 +155,7 @@ class Agent:
         sent_inventory: dict[str, Any] | None = None
         version: int | None = None
         heartbeat, failures = 10.0, 0
-        with AgentChannel(me.server, me.credential) as channel:
+        with AgentChannel(me.server, me.credential) as channel, fetches:
             while not stop.is_set():
                 found = reader.latest()
                 converger.devices = found.devices

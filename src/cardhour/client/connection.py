@@ -90,6 +90,20 @@ class Connection:
         idempotency_key: str | None = None,
         **kwargs: Any,
     ) -> T:
+        response = self._request(method, path, idempotency_key, **kwargs)
+        try:
+            return TypeAdapter(model).validate_json(response.content)
+        except ValidationError as exc:
+            raise bad_response(response) from exc
+
+    def _bytes(self, method: str, path: str, **kwargs: Any) -> bytes:
+        """A call whose answer is not JSON: its body."""
+        return self._request(method, path, None, **kwargs).content
+
+    def _request(
+        self, method: str, path: str, idempotency_key: str | None, **kwargs: Any
+    ) -> httpx.Response:
+        """The response of a call that succeeded (module docstring: retries, errors)."""
         attempts = 1
         if idempotency_key is not None:
             if not (idempotency_key.isascii() and idempotency_key.isprintable()):
@@ -108,10 +122,7 @@ class Connection:
                 raise ApiError(0, "unreachable", f"cannot reach {self.url}: {reason}") from exc
         if response.is_error:
             raise error_from(response)
-        try:
-            return TypeAdapter(model).validate_json(response.content)
-        except ValidationError as exc:
-            raise bad_response(response) from exc
+        return response
 
 
 def error_from(response: httpx.Response) -> ApiError:

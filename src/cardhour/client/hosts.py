@@ -55,3 +55,8 @@ class AgentChannel(Connection):
             params=params,
             timeout=wait + 30.0,
         )
+
+    def app_context(self, host: str, workload: str) -> bytes:
+        """The build context (a gzipped tar) of the app replica `workload` wanted on `host`."""
+        params = {"host": host, "workload": workload}
+        return self._bytes("GET", "/agent/app-context", params=params, timeout=120.0)

@@ -11,12 +11,32 @@ its `Placer` raises when nothing fits (`services.marketplace.replicas.NoRoom`, 5
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from cardhour.core.apps import Resources, Scaling
+
+#: what an app image and whoever runs its replicas agree on: the user its runner runs as, and
+#: the socket it listens on (a folder of the host mounted there: replicas have no network)
+REPLICA_USER = "65534:65534"
+REPLICA_SOCKET_DIR = "/run/cardhour"
+REPLICA_SOCKET = "app.sock"
+#: a call to a replica on another host carries its token in this header (the agent's proxy)
+REPLICA_TOKEN_HEADER = "X-Cardhour-Replica-Token"
+LABEL_BUILD = "org.cardhour.build-key"  # on an app image: what it was built from
+LABEL_VERSION = "org.cardhour.app-version"  # on an app image and its replicas: the version key
+
+
+def build_key(digest: str, base_labels: dict[str, str]) -> str:
+    """An app image's build label: what it is built from (`digest`, the control plane's) and
+    the base image it was built on (its labels, read where it is built)."""
+    hashed = hashlib.sha256(digest.encode())
+    hashed.update(json.dumps(sorted(base_labels.items())).encode())
+    return hashed.hexdigest()[:16]
 
 
 def version_key(app_id: str, version: int) -> str:

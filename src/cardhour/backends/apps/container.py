@@ -1,14 +1,9 @@
 """Replicas as containers (`ContainerLauncher`, a `runtime.Launcher`): the default, because an
 app is a developer's code and untrusted code runs only inside containers.
 
-- **Image per app version**, built once (under the version's lock) on its first replica or when
-  the apps reconciler `prepare`s it: FROM the operator's app base image (`make images` builds
-  `localhost/cardhour/app-python`: Debian's Python 3 with numpy, espeak-ng and tesseract), the
-  manifest's requirements that the base lacks installed by pip from the operator's wheelhouse
-  only (`--no-index --no-deps`, with no network: exactly the named wheels), the package at
-  `/app`, the runner (`runner.py`, standard library only) at `/opt/cardhour/runner.py`. Its tag
-  `localhost/cardhour-app/<app id>:<version>` carries a build key (package, requirements, base
-  image, runner): a stale image is rebuilt.
+- **Image per app version** (`backends.apps.image`: its build context), built once (under the
+  version's lock) on its first replica or when the apps reconciler `prepare`s it; an image
+  whose build label (`core.replicas.build_key`) differs is stale and rebuilt.
 - **Replica**: that image with a read-only root (tmpfs `/tmp`, `/run`), `--network none`,
   user 65534 with every capability dropped, `--cpus` (`core.apps.REPLICA_CPU_MILLI`, as
   placed), `--memory` (the manifest's `resources.memory_gb`, as placed), `--pids-limit` (256).
@@ -32,9 +27,7 @@ import itertools
 import json
 import logging
 import os
-import re
 import shutil
-import stat
 import tempfile
 import threading
 import time
@@ -43,13 +36,23 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from cardhour.backends.apps import runner
+from cardhour.backends.apps import image as app_image
+from cardhour.backends.apps.image import normalise, slug, wheels_in
 from cardhour.backends.apps.process import missing as missing_from
-from cardhour.backends.apps.process import requirement_name
 from cardhour.backends.apps.runtime import connection
 from cardhour.core.apps import REPLICA_CPU_MILLI
 from cardhour.core.errors import Unavailable
-from cardhour.core.replicas import AppSpec, Placed, placement_env
+from cardhour.core.replicas import (
+    LABEL_BUILD,
+    LABEL_VERSION,
+    REPLICA_SOCKET,
+    REPLICA_SOCKET_DIR,
+    REPLICA_USER,
+    AppSpec,
+    Placed,
+    build_key,
+    placement_env,
+)
 from cardhour.runtime.base import (
     ContainerRuntime,
     ContainerSpec,
@@ -59,37 +62,16 @@ from cardhour.runtime.base import (
 )
 from cardhour.runtime.detect import detect
 from cardhour.runtime.podman import PodmanRuntime
+from cardhour.runtime.unix_http import runtime_folder, socket_folder
 
 log = logging.getLogger("cardhour.apps")
 
 LABEL_DIR = "org.cardhour.apps-dir"  # which launcher folder a replica's socket is in
-LABEL_VERSION = "org.cardhour.app-version"  # the version key it serves
-LABEL_BUILD = "org.cardhour.build-key"  # on an app image: what it was built from
-USER = "65534:65534"  # nobody: owns the socket folder, has no capability
-INNER_SOCKET_DIR = "/run/cardhour"
-SOCKET = "app.sock"
 
 _DISTRIBUTIONS = (
     "import importlib.metadata as m, json; "
     "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
 )
-
-
-def normalise(name: str) -> str:
-    """A distribution name as pip compares them (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def wheels_in(folder: Path | None) -> dict[str, tuple[str, Path]]:
-    """The wheels of `folder`: normalised name → (version, file); empty when there is none."""
-    found: dict[str, tuple[str, Path]] = {}
-    if folder is None or not folder.is_dir():
-        return found
-    for path in sorted(folder.glob("*.whl")):
-        parts = path.name.split("-")
-        if len(parts) >= 5:
-            found[normalise(parts[0])] = (parts[1], path)
-    return found
 
 
 @dataclass
@@ -131,9 +113,9 @@ class ContainerLauncher:
 
     def start(self, spec: AppSpec, placed: Placed | None) -> tuple[ContainerReplica, str]:
         image = self.image(spec)
-        name = f"ch-app-{_slug(spec.key)}-{os.getpid()}-{next(self._counter)}"
+        name = f"ch-app-{slug(spec.key)}-{os.getpid()}-{next(self._counter)}"
         try:
-            socket_dir = self._socket_dir(name)
+            socket_dir = socket_folder(self._sockets, name, REPLICA_USER)
         except OSError as exc:
             raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
         env = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -145,10 +127,10 @@ class ContainerLauncher:
             env=env,
             cpus=REPLICA_CPU_MILLI / 1000,
             memory_mb=spec.resources.memory_gb * 1024,
-            mounts=(Mount(str(socket_dir), INNER_SOCKET_DIR, read_only=False),),
+            mounts=(Mount(str(socket_dir), REPLICA_SOCKET_DIR, read_only=False),),
             read_only_root=True,
             network="none",
-            user=USER,
+            user=REPLICA_USER,
             pids_limit=self.pids_limit,
             unprivileged=True,
         )
@@ -168,7 +150,7 @@ class ContainerLauncher:
         except BaseException:
             self._remove(name, socket_dir)
             raise
-        return replica, str(socket_dir / SOCKET)
+        return replica, str(socket_dir / REPLICA_SOCKET)
 
     def alive(self, handle: ContainerReplica) -> bool:
         """Whether its first process still runs (a signal-0 check, no engine call)."""
@@ -214,8 +196,7 @@ class ContainerLauncher:
 
     def image(self, spec: AppSpec) -> str:
         """The version's image (`prepare`d: built at most once by this launcher); its tag."""
-        app_id, _, version = spec.key.rpartition(":")
-        tag = f"localhost/cardhour-app/{_slug(app_id)}:v{_slug(version)}"
+        tag = app_image.tag(spec)
         if tag in self._built:
             return tag
         try:
@@ -225,7 +206,7 @@ class ContainerLauncher:
                     f"replica of {spec.key} cannot start: the app base image {self.base_image} "
                     "is not here (`make images` builds it)"
                 )
-            key = self._build_key(spec, base_labels)
+            key = build_key(app_image.digest(spec, self.base_image), base_labels)
             labels = self.engine.image_labels(tag)
             if labels is None or labels.get(LABEL_BUILD) != key:
                 self._build(spec, tag, key)
@@ -234,51 +215,11 @@ class ContainerLauncher:
         self._built.add(tag)
         return tag
 
-    def _build_key(self, spec: AppSpec, base_labels: dict[str, str]) -> str:
-        digest = hashlib.sha256()
-        for part in (
-            spec.package.read_bytes(),
-            json.dumps([spec.entrypoint, sorted(spec.requirements)]).encode(),
-            json.dumps(sorted(base_labels.items())).encode(),
-            Path(runner.__file__).read_bytes(),
-        ):
-            digest.update(hashlib.sha256(part).digest())
-        return digest.hexdigest()[:16]
-
     def _build(self, spec: AppSpec, tag: str, key: str) -> None:
         started = time.monotonic()
         context = Path(tempfile.mkdtemp(prefix="build-", dir=self._work()))
         try:
-            with zipfile.ZipFile(spec.package) as archive:
-                archive.extractall(context / "app")
-            shutil.copy(runner.__file__, context / "runner.py")
-            lines = [f"FROM {self.base_image}"]
-            if spec.requirements:
-                (context / "wheels").mkdir()
-                wheels = wheels_in(self.wheelhouse)
-                for line in spec.requirements:
-                    wheel = wheels.get(normalise(requirement_name(line) or ""))
-                    if wheel is not None:
-                        shutil.copy(wheel[1], context / "wheels")
-                (context / "requirements.txt").write_text("\n".join(spec.requirements) + "\n")
-                lines += [
-                    "COPY wheels /tmp/wheels",
-                    "COPY requirements.txt /tmp/requirements.txt",
-                    "RUN python3 -m pip install --quiet --no-cache-dir --no-index --no-deps "
-                    "--break-system-packages --find-links /tmp/wheels -r /tmp/requirements.txt "
-                    "&& rm -rf /tmp/wheels /tmp/requirements.txt",
-                ]
-            socket = f"{INNER_SOCKET_DIR}/{SOCKET}"
-            argv = ["python3", "/opt/cardhour/runner.py", "--dir", "/app",
-                    "--entrypoint", spec.entrypoint, "--socket", socket]  # fmt: skip
-            lines += [
-                "COPY app /app",
-                "COPY runner.py /opt/cardhour/runner.py",
-                f"USER {USER}",
-                "WORKDIR /app",
-                f"CMD {json.dumps(argv)}",
-            ]
-            (context / "Containerfile").write_text("\n".join(lines) + "\n")
+            app_image.write_context(spec, self.base_image, self.wheelhouse, context)
             self.engine.build(str(context), tag, {LABEL_BUILD: key, LABEL_VERSION: spec.key})
         except (OSError, zipfile.BadZipFile) as exc:
             raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
@@ -307,7 +248,7 @@ class ContainerLauncher:
         """Until `GET /healthz` answers on the socket; Unavailable (with its last log lines)
         when the container exits first or the start timeout passes."""
         deadline = time.monotonic() + self.start_timeout
-        path = str(replica.socket_dir / SOCKET)
+        path = str(replica.socket_dir / REPLICA_SOCKET)
         while True:
             if os.path.exists(path):
                 conn = connection(path, timeout=5)
@@ -326,22 +267,6 @@ class ContainerLauncher:
                     f"replica of {spec.key} {why}" + (f": {tail[-500:]}" if tail else "")
                 )
             time.sleep(0.05)
-
-    def _socket_dir(self, name: str) -> Path:
-        """A folder for the replica's socket that only the container's user may write in."""
-        folder = self._sockets / name
-        self._sockets.mkdir(mode=0o700, exist_ok=True)
-        info = os.lstat(self._sockets)  # in /tmp: refuse a folder someone else made
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            raise Unavailable(f"{self._sockets} is not a folder of this user: remove it")
-        self._sockets.chmod(0o700)
-        folder.mkdir(mode=0o700, exist_ok=True)
-        uid, gid = (int(part) for part in USER.split(":"))
-        if os.geteuid() == 0:
-            os.chown(folder, uid, gid)
-        else:  # rootless: the container's 65534 is a subordinate id of this user
-            folder.chmod(0o777)
-        return folder
 
     def _remove(self, name: str, socket_dir: Path) -> None:
         try:
@@ -365,14 +290,6 @@ class ContainerLauncher:
         return self.work_dir
 
 
-def runtime_folder() -> Path:
-    """Where this user's sockets go: `$XDG_RUNTIME_DIR`, else /run when writable (root), else
-    the temporary folder."""
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        return Path(os.environ["XDG_RUNTIME_DIR"])
-    return Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
-
-
 def container_launcher(
     conf: Path | None,
     work_dir: Path,
@@ -388,8 +305,3 @@ def container_launcher(
     except RuntimeFailure:
         engine = PodmanRuntime(conf=conf, entrypoint_dir=files)
     return ContainerLauncher(engine, work_dir, base_image, wheelhouse, start_timeout=start_timeout)
-
-
-def _slug(text: str) -> str:
-    """`text` fit for a container name and an image tag (lowercase, `[a-z0-9-]`)."""
-    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"

@@ -1,12 +1,15 @@
 """Replicas of marketplace apps, one HTTP endpoint each, started by a `Launcher`:
-`LocalAppRuntime` implements `core.replicas.AppRuntime` on this machine.
+`LocalAppRuntime` implements `core.replicas.AppRuntime` for the gateway.
 
-Launchers: `container.ContainerLauncher` (the default: each replica a container of the app's own
-image with a read-only root, no network, a Unix socket the gateway calls it on, CPU, memory and
-process limits) and `process.ProcessLauncher` (a local process of the platform's user and
-Python: no sandbox, for reviewed apps and the gateway's tests). GPUs are not attached: a
-replica's share of the fleet is recorded by the `Placer`, and its GPUs are only named to it
-(`CARDHOUR_NODE`, `CUDA_VISIBLE_DEVICES`).
+Launchers: `hosts.HostLauncher` (with the hosts backend: each replica a container on the host
+its share of the fleet was placed on, with exactly the GPUs placed, run by that host's agent
+and called through the agent's proxy), `container.ContainerLauncher` (the other backends'
+default: each replica a container of the app's own image on the control plane's machine, with
+a read-only root, no network, a Unix socket the gateway calls it on, CPU, memory and process
+limits) and `process.ProcessLauncher` (a local process of the platform's user and Python: no
+sandbox, for reviewed apps and the gateway's tests). On the last two, GPUs are not attached: a
+replica's share is recorded by the `Placer`, and its GPUs only named to it (`CARDHOUR_NODE`,
+`CUDA_VISIBLE_DEVICES`).
 
 Per app version it keeps between `min_replicas` and `max_replicas`
 replicas (`min_replicas` is kept when scaling down; replicas start with calls):
@@ -34,12 +37,25 @@ from typing import Any, Protocol
 
 from cardhour.core.clock import Clock
 from cardhour.core.errors import Overloaded, Unavailable
-from cardhour.core.replicas import AppSpec, CallResult, Placed, Placer
+from cardhour.core.replicas import REPLICA_TOKEN_HEADER, AppSpec, CallResult, Placed, Placer
+from cardhour.runtime.unix_http import UnixHTTPConnection
 
 log = logging.getLogger("cardhour.apps")
 
-#: where a replica answers: a port on 127.0.0.1, or the host path of its Unix socket
-Address = int | str
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A replica on another host (`hosts.HostLauncher`): its agent's proxy at `host:port`, which
+    lets in only calls carrying `token` (`core.replicas.REPLICA_TOKEN_HEADER`)."""
+
+    host: str
+    port: int
+    token: str = field(repr=False)
+
+
+#: where a replica answers: a port on 127.0.0.1, the host path of its Unix socket, or an
+#: `Endpoint` on another host
+Address = int | str | Endpoint
 
 
 class Launcher(Protocol):
@@ -85,24 +101,6 @@ class Replica:
     placed: Placed | None = None
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """HTTP over a Unix socket (a container replica's: it has no network)."""
-
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
-
-
 def dropped(sock: socket.socket) -> bool:
     """Whether an idle connection was closed by its peer (readable while idle: EOF)."""
     try:
@@ -116,7 +114,17 @@ def connection(address: Address, timeout: float = 120) -> http.client.HTTPConnec
     """A (not yet connected) connection to a replica at `address`."""
     if isinstance(address, str):
         return UnixHTTPConnection(address, timeout)
+    if isinstance(address, Endpoint):
+        return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
     return http.client.HTTPConnection("127.0.0.1", address, timeout=timeout)
+
+
+def headers_for(address: Address) -> dict[str, str]:
+    """A call's headers: JSON, and the proxy's token for a replica on another host."""
+    headers = {"Content-Type": "application/json"}
+    if isinstance(address, Endpoint):
+        headers[REPLICA_TOKEN_HEADER] = address.token
+    return headers
 
 
 @dataclass
@@ -154,24 +162,44 @@ class LocalAppRuntime:
     def call(self, spec: AppSpec, payload: dict[str, Any]) -> CallResult:
         """The replica's answer, whatever its status (an answer that is not JSON becomes
         `{"error": <its first 500 bytes>}`). Overloaded or Unavailable as the module docstring
-        says; a request once sent is never sent again (the app may have run)."""
-        replica = self._acquire(spec)
-        started = time.perf_counter()
-        try:
-            status, raw = self._post(replica.address, json.dumps(payload).encode())
-        except (OSError, http.client.HTTPException) as exc:
-            raise Unavailable(f"the replica did not answer: {exc}") from exc
-        finally:
-            pool = self._pools[spec.key]
-            with pool.lock:
-                replica.in_flight -= 1
-                replica.last_used = self.clock.now().timestamp()
+        says; a request once sent is never sent again (the app may have run). A replica that
+        refuses the connection (nothing was sent: its host or process is gone) is stopped and
+        the call goes to another, once."""
+        body = json.dumps(payload).encode()
+        for attempt in (1, 2):
+            replica = self._acquire(spec)
+            started = time.perf_counter()
+            try:
+                status, raw = self._post(replica.address, body)
+                break
+            except ConnectionRefusedError as exc:
+                self._drop(spec, replica)
+                if attempt == 2:
+                    raise Unavailable(f"the replica did not answer: {exc}") from exc
+            except (OSError, http.client.HTTPException) as exc:
+                raise Unavailable(f"the replica did not answer: {exc}") from exc
+            finally:
+                pool = self._pools[spec.key]
+                with pool.lock:
+                    replica.in_flight -= 1
+                    replica.last_used = self.clock.now().timestamp()
         ms = int((time.perf_counter() - started) * 1000)
         try:
-            body = json.loads(raw)
+            answer = json.loads(raw)
         except ValueError:
-            body = {"error": raw[:500].decode(errors="replace")}
-        return CallResult(status, body, ms)
+            answer = {"error": raw[:500].decode(errors="replace")}
+        return CallResult(status, answer, ms)
+
+    def _drop(self, spec: AppSpec, replica: Replica) -> None:
+        """Take a replica that refused a connection out of its pool and stop it (only the
+        caller that took it out stops it)."""
+        pool = self._pools[spec.key]
+        with pool.lock:
+            if replica not in pool.replicas:
+                return
+            pool.replicas.remove(replica)
+        log.warning("replica at %s refused a call: stopping it", replica.address)
+        self._stop(replica)
 
     def _post(self, address: Address, body: bytes) -> tuple[int, bytes]:
         """POST /invoke on a keep-alive connection of this thread's (http.client: a millisecond
@@ -193,7 +221,7 @@ class LocalAppRuntime:
         if conn is None:
             conn = conns[address] = connection(address)
         try:
-            conn.request("POST", "/invoke", body, {"Content-Type": "application/json"})
+            conn.request("POST", "/invoke", body, headers_for(address))
             reply = conn.getresponse()
             return reply.status, reply.read()
         except BaseException:

@@ -145,7 +145,7 @@ class HostsBackend(Backend, Probing):
             return PollResult(MachineState.FAILED, message=f"host lost ({said})")
         for c in wanted:
             if c.state in (FAILED, EXITED):
-                return PollResult(MachineState.FAILED, message=_why(c))
+                return PollResult(MachineState.FAILED, message=failure_reason(c))
         if not all(c.state == RUNNING and "probes" in c.report for c in wanted):
             return PollResult(MachineState.PROVISIONING)
         live = {h.name: h for h in self.directory.hosts()}
@@ -276,7 +276,8 @@ def _rank(container: ContainerInfo) -> int:
     return int(container.spec.get("rank", 0))
 
 
-def _why(container: ContainerInfo) -> str:
+def failure_reason(container: ContainerInfo) -> str:
+    """Why a failed or exited container is: the agent's reason and its last log lines."""
     report = container.report
     reason = str(report.get("error") or "")
     if container.state == EXITED:

@@ -205,6 +205,11 @@ class HostBook:
             store.bump_versions(session, touched)
         self._changed(touched)
 
+    def workloads(self, prefix: str) -> list[str]:
+        """The workloads named `prefix…` wanted on some host (lost hosts included)."""
+        with transaction(self.sessions) as session:
+            return store.wanted_workloads(session, prefix)
+
     def containers(self, workload: str) -> list[ContainerInfo]:
         """The workload's containers on hosts that are not lost, wanted or still reported."""
         now = self.clock.now()

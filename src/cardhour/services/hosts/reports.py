@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from cardhour.core.errors import InvalidInput
+from cardhour.core.errors import InvalidInput, NotFound
 from cardhour.core.hosts import MAX_REPORT_TEXT, PENDING, STATES, inventory_key
 from cardhour.db.models import HostContainerRow, HostRow
 from cardhour.store.hosts import hosts as store
@@ -114,6 +114,17 @@ def desired(session: Session, host: HostRow, rows: list[HostContainerRow] | None
     if rows is None:
         rows = store.containers_of_host(session, host.id)
     return Desired(host.desired_version, [json.loads(r.spec) for r in rows if r.wanted])
+
+
+def wanted_app(session: Session, host: HostRow, workload: str) -> str:
+    """The app version (`core.replicas.version_key`) that `workload`, an app replica wanted on
+    `host`, runs. NotFound when no such replica is wanted there (another host's included)."""
+    for row in store.containers_of_workload(session, workload):
+        if row.host_id == host.id and row.wanted:
+            spec = json.loads(row.spec)
+            if spec.get("kind") == "app":
+                return str(spec["app"])
+    raise NotFound(f"no app replica {workload!r} is wanted on host {host.name!r}")
 
 
 def versions(session: Session, host_ids: list[str]) -> dict[str, int]:

@@ -165,3 +165,14 @@ def delete_container(session: Session, host_id: str, workload: str) -> None:
             HostContainerRow.host_id == host_id, HostContainerRow.workload == workload
         )
     )
+
+
+def wanted_workloads(session: Session, prefix: str) -> list[str]:
+    """The workloads whose name starts with `prefix` that are wanted on some host."""
+    query = (
+        select(HostContainerRow.workload)
+        .where(HostContainerRow.workload.startswith(prefix, autoescape=True))
+        .where(HostContainerRow.wanted.is_(True))
+        .distinct()
+    )
+    return sorted(session.scalars(query))

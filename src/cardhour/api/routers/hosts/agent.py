@@ -1,10 +1,11 @@
 """`/agent`: the channel a host agent dials out on (no inbound port on the host).
 
-`POST /agent/join` trades a join token for the host credential. `POST /agent/report` is the
-heartbeat: the agent sends its inventory and containers and gets the containers wanted on its
-host; with `?wait=S&since=V` the answer waits up to S seconds for that list to move past
-version V (a long poll: an agent is told of new work within a fraction of a second), held
-outside the framework's stack (`api.long_polls`).
+`POST /agent/join` trades a join token for the host credential. `GET /agent/app-context`
+gives the build context of an app replica wanted on the host (`backends.apps.hosts`).
+`POST /agent/report` is the heartbeat: the agent sends its inventory and containers and gets
+the containers wanted on its host; with `?wait=S&since=V` the answer waits up to S seconds for
+that list to move past version V (a long poll: an agent is told of new work within a fraction
+of a second), held outside the framework's stack (`api.long_polls`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cardhour.api import errors, schemas
 from cardhour.api.deps import Ctx, get_ctx
 from cardhour.api.long_polls import answer_later
 from cardhour.api.routers.hosts.watch import VersionWatch, hold_for
+from cardhour.core.errors import NotFound
 from cardhour.db.engine import transaction
 from cardhour.platform import Platform
 from cardhour.services.hosts import enrolment, reports
@@ -39,6 +41,29 @@ def join(body: schemas.AgentJoin, ctx: Ctx = Depends(get_ctx)) -> schemas.AgentJ
         credential=credential,
         heartbeat_seconds=ctx.platform.settings.hosts.heartbeat_seconds,
     )
+
+
+@router.get(
+    "/app-context",
+    response_class=Response,
+    responses={200: {"content": {"application/gzip": {}}, "description": "A gzipped tar."}},
+)
+def app_context(
+    host: str = Query(description="The agent's host name."),
+    workload: str = Query(max_length=64, description="The app replica's workload."),
+    ctx: Ctx = Depends(get_ctx),
+) -> Response:
+    """The build context of the app version an app replica wanted on this host runs (its
+    Containerfile, package, runner and wheels). 401 for an unknown or revoked credential, 403
+    for another host's name, 404 when no such replica is wanted on this host or the control
+    plane no longer has its version (a restart: the replica is no longer wanted either)."""
+    with ctx.tx() as session:
+        row = enrolment.authenticate(session, ctx.api_key, host)
+        key = reports.wanted_app(session, row, workload)
+    packed = ctx.platform.app_build_context(key)
+    if packed is None:
+        raise NotFound(f"the control plane has no build of app version {key!r}")
+    return Response(packed, media_type="application/gzip")
 
 
 def _watch(request: Request, platform: Platform) -> VersionWatch:
