@@ -7,6 +7,9 @@ other host; a replica no longer wanted is removed from its host."""
 
 from __future__ import annotations
 
+import io
+import json
+import tarfile
 import uuid
 from typing import Any
 
@@ -64,10 +67,11 @@ def _signup(hosts: Hosts) -> dict[str, str]:
     return {"Authorization": f"Bearer {r.json()['api_key']}"}
 
 
-def _listed(hosts: Hosts) -> dict[str, str]:
-    """A caller with cash, once `doc-search` (a quarter of an H100 per replica) is listed."""
+def _listed(hosts: Hosts, manifest: str = QUARTER) -> dict[str, str]:
+    """A caller with cash, once `doc-search` (`manifest`: a quarter of an H100 per replica)
+    is listed."""
     dev, caller = _signup(hosts), _signup(hosts)
-    body = {"manifest": QUARTER, "code_b64": _package(APP)}
+    body = {"manifest": manifest, "code_b64": _package(APP)}
     assert hosts.call("POST", "/apps", dev, json=body).status_code == 201
     assert hosts.call("POST", "/apps/doc-search/submit", dev).is_success
     assert hosts.call("POST", "/admin/apps/doc-search/approve", hosts.admin, json={}).is_success
@@ -129,6 +133,19 @@ def test_a_replica_runs_on_its_placed_host_with_exactly_its_gpu(hosts: Hosts) ->
     assert refused.status_code == 401
     assert httpx.post(url, json={}).status_code == 401
 
+    # only the placed host's agent gets the build context
+    context = f"{hosts.url}/api/v1/agent/app-context"
+    query = {"host": row.node_id, "workload": f"app-{row.id}"}
+    mine, theirs = _credential(hosts, short), _credential(hosts, other)
+    packed = httpx.get(context, params=query, headers=mine)
+    assert packed.status_code == 200 and packed.headers["content-type"] == "application/gzip"
+    with tarfile.open(fileobj=io.BytesIO(packed.content), mode="r:gz") as archive:
+        assert {"./Containerfile", "./app/app.py", "./runner.py"} <= set(archive.getnames())
+    assert httpx.get(context, params=query).status_code == 401
+    assert httpx.get(context, params=query, headers=theirs).status_code == 403
+    elsewhere = {**query, "host": hosts.name(other)}
+    assert httpx.get(context, params=elsewhere, headers=theirs).status_code == 404
+
     # a restarted agent adopts the replica: same container, same port, calls go on
     hosts.kill(short)
     hosts.start_agent(short, endpoint.host, gpus="H100:2")
@@ -157,6 +174,21 @@ def test_a_lost_hosts_replica_is_replaced_on_the_other_host(hosts: Hosts) -> Non
     hosts.platform.app_runtime.scale_down()  # the apps reconciler's pass, without waiting
     assert _invoke(hosts, caller)["node"] == hosts.name(other)
     assert len(hosts.containers(other)) == 1
+
+
+def test_a_replica_that_cannot_be_built_fails_with_the_reason(hosts: Hosts) -> None:
+    hosts.join("a", "127.0.1.45", gpus="H100:1")
+    caller = _listed(hosts, QUARTER.replace("[numpy]", "[no-such-package==1.0]"))
+    r = hosts.call("POST", "/apps/doc-search/invoke", caller, json={"query": "hi"})
+    assert r.status_code == 503, r.text
+    message = r.json()["error"]["message"]
+    assert "did not start" in message and "no-such-package" in message, message
+    wait_for(lambda: not hosts.containers("a"), 30, "nothing left on the host")
+
+
+def _credential(hosts: Hosts, short: str) -> dict[str, str]:
+    saved = json.loads((hosts.tmp / f"agent-{short}" / "credential.json").read_text())
+    return {"Authorization": f"Bearer {saved['credential']}"}
 
 
 def _answers(endpoint: Endpoint) -> bool:

@@ -46,6 +46,15 @@ def _bare_shell(argv: list[str]) -> bool:
     return argv[0].rsplit("/", 1)[-1] in _SHELLS and all(a.startswith("-") for a in argv[1:])
 
 
+def build_failure(text: str, limit: int = 600) -> str:
+    """Why a build failed, from its output: the step's own last `ERROR:` line (pip's, say)
+    when it printed one, then the engine's last line; at most `limit` characters."""
+    said = [line.strip() for line in text.splitlines() if line.strip().startswith("ERROR:")]
+    engine = last_line(text, limit)
+    found = f"{said[-1]} ({engine})" if said else engine
+    return found if len(found) <= limit else found[: limit - 1] + "…"
+
+
 def last_line(text: str, limit: int = 300) -> str:
     """The last non-empty line of an engine's output, without its boilerplate (`Error: `, the
     container id, the image source), at most `limit` characters: fit to show a renter."""

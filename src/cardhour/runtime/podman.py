@@ -44,6 +44,7 @@ from cardhour.runtime.base import (
     RuntimeFailure,
 )
 from cardhour.runtime.engine_cli import (
+    build_failure,
     gone,
     last_line,
     parse_inspect,
@@ -161,7 +162,7 @@ class PodmanRuntime(ContainerRuntime):
         argv = ["build", "--quiet", *self.build_flags, "--network=none", *label_args, "-t", tag]
         result = self._call([*argv, context], timeout=max(self.call_timeout, 600))
         if result.returncode != 0:
-            raise RuntimeFailure(f"building {tag} failed: {last_line(result.stderr)}")
+            raise RuntimeFailure(f"building {tag} failed: {build_failure(result.stderr)}")
 
     def image_labels(self, ref: str) -> dict[str, str] | None:
         result = self._call(["image", "inspect", "--format", "{{json .Config.Labels}}", ref])
