@@ -17,8 +17,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from cardhour.backends.apps.calls import Endpoint
 from cardhour.backends.apps.hosts import HostLauncher
-from cardhour.backends.apps.runtime import Endpoint
 from cardhour.core.money import Money
 from cardhour.db.engine import transaction
 from cardhour.db.models import AppReplicaRow

@@ -4,9 +4,13 @@ of the platform's environment; scale-down stops idle replicas."""
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -62,3 +66,76 @@ def test_cold_starts_at_once_chatty_app_clean_environment(
     assert rt.scale_down() == 0
     clock.advance(1)
     assert rt.scale_down() >= 1 and rt.replicas("app1:1") == 0
+
+
+class _Vanishing:
+    """A `Launcher` of in-process HTTP replicas on loopback ports, one of which can vanish
+    (its port closed while `alive` still says yes: a host's agent restarting, a host powered
+    off)."""
+
+    def __init__(self) -> None:
+        self.servers: list[ThreadingHTTPServer] = []
+        self.stopped: list[int] = []
+
+    def prepare(self, spec: AppSpec) -> None:
+        pass
+
+    def start(self, spec: AppSpec, placed: object) -> tuple[int, int]:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.servers.append(server)
+        return len(self.servers) - 1, int(server.server_address[1])
+
+    def vanish(self, index: int) -> None:
+        self.servers[index].shutdown()
+        self.servers[index].server_close()
+
+    def alive(self, handle: int) -> bool:
+        return True
+
+    def stop(self, handle: int) -> None:
+        self.stopped.append(handle)
+
+    def missing(self, requirements: object) -> list[str]:
+        return []
+
+    def stop_all(self) -> None:
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+
+
+class _Answer(BaseHTTPRequestHandler):
+    """Closes each connection after its answer, so a vanished replica's port is connected to
+    again (and refuses)."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        data = json.dumps({"port": self.server.server_address[1]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def test_a_replica_that_cannot_be_connected_to_is_stopped_and_the_call_goes_elsewhere(
+    tmp_path: Path,
+) -> None:
+    launcher = _Vanishing()
+    rt = LocalAppRuntime(launcher, ManualClock(), start_timeout=30)
+    spec = _spec(tmp_path, replicas=2)
+    try:
+        first = rt.call(spec, {"n": 0}).body["port"]
+        launcher.vanish(0)  # nothing was sent to it: the call is not lost
+        second = rt.call(spec, {"n": 1})
+        assert second.status == 200 and second.body["port"] != first
+        assert rt.replicas(spec.key) == 1
+        deadline = time.monotonic() + 10  # stopped on a thread of its own
+        while launcher.stopped != [0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert launcher.stopped == [0]
+    finally:
+        rt.stop_all()

@@ -25,6 +25,7 @@ import io
 import json
 import logging
 import shutil
+import socket
 import tarfile
 import tempfile
 import threading
@@ -39,24 +40,19 @@ from cardhour.core.replicas import (
     LABEL_BUILD,
     LABEL_VERSION,
     REPLICA_SOCKET,
-    REPLICA_SOCKET_DIR,
     REPLICA_TOKEN_HEADER,
     REPLICA_USER,
-    build_key,
 )
-from cardhour.runtime.base import (
-    ContainerRuntime,
-    ContainerSpec,
-    ContainerStatus,
-    Mount,
-    RuntimeFailure,
-)
-from cardhour.runtime.unix_http import UnixHTTPConnection, runtime_folder, socket_folder
+from cardhour.runtime import replicas
+from cardhour.runtime.base import ContainerRuntime, ContainerSpec, ContainerStatus, RuntimeFailure
+from cardhour.runtime.replicas import UnixHTTPConnection, runtime_folder, socket_folder
 
 log = logging.getLogger("cardhour.agent")
 LABEL_APP_PORT = "org.cardhour.app-port"  # where the agent's proxy to the replica listens
-CALL_TIMEOUT = 600.0  # a call's longest wait for the replica's answer
-MAX_BODY = 64 * 1024 * 1024
+CALL_TIMEOUT = 120.0  # a call's longest wait for the replica's answer (the gateway's too)
+IDLE_TIMEOUT = 60.0  # a connection to the proxy that sends nothing this long is closed
+MAX_BODY = 64 * 1024 * 1024  # a call's body and a replica's answer, each
+BUILD_PREFIX = "app-build-"  # an image build's folder in the state dir
 
 
 @dataclass
@@ -73,48 +69,42 @@ class AppReplicas:
         self.sockets = runtime_folder() / f"cardhour-agent-{label}"
 
     def container_spec(
-        self,
-        name: str,
-        spec: dict[str, Any],
-        labels: dict[str, str],
-        devices: tuple[str, ...],
-        port: int,
+        self, name: str, spec: dict[str, Any], labels: dict[str, str], devices: tuple[str, ...]
     ) -> ContainerSpec:
-        """The runtime's spec of the replica (its proxy to listen on `port`), its image built
-        first when needed. RuntimeFailure when the image cannot be had."""
+        """The runtime's spec of the replica, its image built first when needed (this step
+        waits for it) and its proxy's port picked after that. RuntimeFailure when the image
+        cannot be had."""
         self._image(spec)
+        self.forget(name)  # a proxy of an earlier container of the name
         try:
             folder = socket_folder(self.sockets, self._folder_name(name), REPLICA_USER)
         except OSError as exc:
             raise RuntimeFailure(f"cannot make the replica's socket folder: {exc}") from exc
-        return ContainerSpec(
-            name=name,
-            image=str(spec["image"]),
-            labels=labels | {LABEL_APP_PORT: str(port), LABEL_VERSION: str(spec["app"])},
-            env={str(k): str(v) for k, v in (spec.get("env") or {}).items()},
-            devices=devices,
-            cpus=float(spec["cpus"]),
-            memory_mb=int(spec["memory_mb"]),
-            mounts=(Mount(str(folder), REPLICA_SOCKET_DIR, read_only=False),),
-            read_only_root=True,
-            network="none",
-            user=REPLICA_USER,
-            pids_limit=int(spec.get("pids_limit") or 256),
-            unprivileged=True,
+        port = free_port(self.address)
+        return replicas.spec(
+            name,
+            str(spec["image"]),
+            labels | {LABEL_APP_PORT: str(port), LABEL_VERSION: str(spec["app"])},
+            {str(k): str(v) for k, v in (spec.get("env") or {}).items()},
+            float(spec["cpus"]),
+            int(spec["memory_mb"]),
+            folder,
+            int(spec.get("pids_limit") or 256),
+            devices,
         )
 
     def report(self, name: str, spec: dict[str, Any], status: ContainerStatus) -> dict[str, Any]:
         """What a running replica's report adds: its proxy's port, and `probes` once it
         answers (none yet: the caller asks again soon); `failed` when its proxy cannot open."""
         port = int(status.labels.get(LABEL_APP_PORT) or 0)
-        socket = str(self.sockets / self._folder_name(name) / REPLICA_SOCKET)
+        path = str(self.sockets / self._folder_name(name) / REPLICA_SOCKET)
         try:
-            self._proxy(name, port, socket, str(spec["token"]))
+            self._proxy(name, port, path, str(spec["token"]))
         except OSError as exc:
             return {"state": FAILED, "error": f"cannot open the replica's proxy: {exc}"}
         added: dict[str, Any] = {"ports": {"app": port}}
         started = str(status.started_at)
-        if self.ready.get(name) != started and _healthy(socket):
+        if self.ready.get(name) != started and replicas.healthy(path, 2):
             self.ready[name] = started
         if self.ready.get(name) == started:
             added["probes"] = {}
@@ -130,12 +120,18 @@ class AppReplicas:
         shutil.rmtree(self.sockets / self._folder_name(name), ignore_errors=True)
 
     def tidy(self, names: set[str]) -> None:
-        """Remove the socket folders of replicas not in `names` (the containers there are)."""
+        """Drop what belongs to no container of `names` (the ones this host has): proxies and
+        socket folders of containers gone behind the agent's back, and the folders of image
+        builds an earlier agent was killed in (none runs now: builds run on this thread)."""
+        for name in set(self.proxies) - names:
+            self.forget(name)
         keep = {self._folder_name(n) for n in names}
         if self.sockets.is_dir():
             for folder in self.sockets.iterdir():
                 if folder.name not in keep:
                     shutil.rmtree(folder, ignore_errors=True)
+        for folder in self.state_dir.glob(f"{BUILD_PREFIX}*"):
+            shutil.rmtree(folder, ignore_errors=True)
 
     # -- inside ------------------------------------------------------------------------------
 
@@ -145,14 +141,8 @@ class AppReplicas:
 
     def _image(self, spec: dict[str, Any]) -> None:
         tag, base = str(spec["image"]), str(spec["base_image"])
-        base_labels = self.runtime.image_labels(base)
-        if base_labels is None:
-            raise RuntimeFailure(
-                f"the app base image {base} is not on this host (`make images` builds it)"
-            )
-        key = build_key(str(spec["build"]), base_labels)
-        labels = self.runtime.image_labels(tag)
-        if labels is not None and labels.get(LABEL_BUILD) == key:
+        key, current = replicas.build_state(self.runtime, tag, base, str(spec["build"]))
+        if current:
             return
         log.info("building %s for app %s", tag, spec["app"])
         try:
@@ -160,12 +150,8 @@ class AppReplicas:
         except Exception as exc:  # noqa: BLE001 - the client's errors, said as the reason
             raise RuntimeFailure(f"cannot fetch the app's build context: {exc}") from exc
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="app-build-", dir=self.state_dir) as folder:
-            try:
-                with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as archive:
-                    archive.extractall(folder, filter="data")
-            except (tarfile.TarError, OSError) as exc:
-                raise RuntimeFailure(f"the app's build context cannot be unpacked: {exc}") from exc
+        with tempfile.TemporaryDirectory(prefix=BUILD_PREFIX, dir=self.state_dir) as folder:
+            unpack(packed, Path(folder))
             self.runtime.build(folder, tag, {LABEL_BUILD: key, LABEL_VERSION: str(spec["app"])})
 
     def _proxy(self, name: str, port: int, socket: str, token: str) -> None:
@@ -188,6 +174,7 @@ class _Forward(BaseHTTPRequestHandler):
     """One request to a replica: its token checked, then sent on to its socket."""
 
     protocol_version = "HTTP/1.1"  # keep-alive: the gateway reuses its connections
+    timeout = IDLE_TIMEOUT  # a silent connection does not hold a thread for ever
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         self._forward()
@@ -197,27 +184,29 @@ class _Forward(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         token = self.headers.get(REPLICA_TOKEN_HEADER, "").encode()
-        length = int(self.headers.get("Content-Length") or 0)
         if not hmac.compare_digest(token, self.server.token):  # type: ignore[attr-defined]
             self._answer(401, {"error": "a call to this replica needs its token"}, close=True)
             return
-        if length > MAX_BODY:
-            self._answer(413, {"error": f"a call's body is at most {MAX_BODY} bytes"}, True)
+        length = self.headers.get("Content-Length") or "0"
+        if not length.isdigit() or int(length) > MAX_BODY:
+            self._answer(413, {"error": f"a body of 0 to {MAX_BODY} bytes"}, close=True)
             return
-        body = self.rfile.read(length)
-        socket_path = self.server.socket_path  # type: ignore[attr-defined]
-        conn = UnixHTTPConnection(socket_path, CALL_TIMEOUT)
+        body = self.rfile.read(int(length))
+        conn = UnixHTTPConnection(self.server.socket_path, CALL_TIMEOUT)  # type: ignore[attr-defined]
         try:
             headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
             conn.request(self.command, self.path, body, headers)
             reply = conn.getresponse()
-            data, status = reply.read(), reply.status
+            data, status = reply.read(MAX_BODY + 1), reply.status
             kind = reply.getheader("Content-Type", "application/json")
         except (OSError, http.client.HTTPException) as exc:
             self._answer(502, {"error": f"the replica did not answer: {exc!r}"})
             return
         finally:
             conn.close()
+        if len(data) > MAX_BODY:
+            self._answer(502, {"error": f"the replica's answer is over {MAX_BODY} bytes"})
+            return
         self._send(status, data, kind)
 
     def _answer(self, status: int, body: dict[str, str], close: bool = False) -> None:
@@ -238,12 +227,24 @@ class _Forward(BaseHTTPRequestHandler):
         pass  # a call per line would drown the agent's log
 
 
-def _healthy(socket: str) -> bool:
-    conn = UnixHTTPConnection(socket, 2)
+def unpack(packed: bytes, folder: Path) -> None:
+    """Unpack a build context (a gzipped tar) into `folder`: regular files and folders only,
+    every path inside it (Debian's Python 3.11.2 has no extraction filter). RuntimeFailure
+    otherwise."""
     try:
-        conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
+        with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as archive:
+            members = archive.getmembers()
+            for member in members:
+                inside = (folder / member.name).resolve().is_relative_to(folder.resolve())
+                if not (member.isfile() or member.isdir()) or not inside:
+                    raise RuntimeFailure(f"the app's build context holds {member.name!r}")
+            archive.extractall(folder, members=members)
+    except (tarfile.TarError, OSError) as exc:
+        raise RuntimeFailure(f"the app's build context cannot be unpacked: {exc}") from exc
+
+
+def free_port(address: str) -> int:
+    """A TCP port nothing listens on at `address` now (the kernel's pick)."""
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        return int(probe.getsockname()[1])

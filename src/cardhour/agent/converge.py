@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cardhour.agent import nccl
-from cardhour.agent.apps import AppReplicas
+from cardhour.agent.apps import AppReplicas, free_port
 from cardhour.core.cluster import HOSTFILE_PATH
 from cardhour.core.hosts import EXITED, FAILED, MAX_REPORT_TEXT, PENDING, RUNNING
 from cardhour.runtime.base import (
@@ -179,7 +179,7 @@ class Converger:
             if self.apps is None:
                 raise RuntimeFailure("this agent runs no app replicas")
             name = self.box(str(spec["workload"]))
-            return self.apps.container_spec(name, spec, labels, devices, free_port(self.address))
+            return self.apps.container_spec(name, spec, labels, devices)
         host_network = spec.get("network") == "host"
         ssh_port = free_port(self.address) if host_network else None
         if ssh_port is not None:
@@ -389,10 +389,3 @@ def ssh_greets(address: str, port: int, timeout: float = 2.0) -> bool:
             return conn.recv(4).startswith(b"SSH-")
     except OSError:
         return False
-
-
-def free_port(address: str) -> int:
-    """A TCP port nothing listens on at `address` now (the kernel's pick)."""
-    with socket.socket() as probe:
-        probe.bind((address, 0))
-        return int(probe.getsockname()[1])

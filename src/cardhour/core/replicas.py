@@ -66,6 +66,14 @@ class Placed:
     milli: int
 
 
+def replica_env(placed: Placed | None) -> dict[str, str]:
+    """A replica's whole environment: none of the platform's, a home in its `/tmp` (its root is
+    read-only), and where it was placed (`placement_env`)."""
+    return {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"} | placement_env(
+        placed
+    )
+
+
 def placement_env(placed: Placed | None) -> dict[str, str]:
     """What a replica is told of where it was placed (its GPUs are named, not attached)."""
     if placed is None:

@@ -39,30 +39,26 @@ from pathlib import Path
 from cardhour.backends.apps import image as app_image
 from cardhour.backends.apps.image import normalise, slug, wheels_in
 from cardhour.backends.apps.process import missing as missing_from
-from cardhour.backends.apps.runtime import connection
 from cardhour.core.apps import REPLICA_CPU_MILLI
 from cardhour.core.errors import Unavailable
 from cardhour.core.replicas import (
     LABEL_BUILD,
     LABEL_VERSION,
     REPLICA_SOCKET,
-    REPLICA_SOCKET_DIR,
     REPLICA_USER,
     AppSpec,
     Placed,
-    build_key,
-    placement_env,
+    replica_env,
 )
+from cardhour.runtime import replicas
 from cardhour.runtime.base import (
     ContainerRuntime,
-    ContainerSpec,
     ImageUnavailable,
-    Mount,
     RuntimeFailure,
 )
 from cardhour.runtime.detect import detect
 from cardhour.runtime.podman import PodmanRuntime
-from cardhour.runtime.unix_http import runtime_folder, socket_folder
+from cardhour.runtime.replicas import runtime_folder, socket_folder
 
 log = logging.getLogger("cardhour.apps")
 
@@ -118,21 +114,15 @@ class ContainerLauncher:
             socket_dir = socket_folder(self._sockets, name, REPLICA_USER)
         except OSError as exc:
             raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
-        env = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-        env |= placement_env(placed)
-        container = ContainerSpec(
-            name=name,
-            image=image,
-            labels={LABEL_DIR: self.dir_label, LABEL_VERSION: spec.key},
-            env=env,
-            cpus=REPLICA_CPU_MILLI / 1000,
-            memory_mb=spec.resources.memory_gb * 1024,
-            mounts=(Mount(str(socket_dir), REPLICA_SOCKET_DIR, read_only=False),),
-            read_only_root=True,
-            network="none",
-            user=REPLICA_USER,
-            pids_limit=self.pids_limit,
-            unprivileged=True,
+        container = replicas.spec(
+            name,
+            image,
+            {LABEL_DIR: self.dir_label, LABEL_VERSION: spec.key},
+            replica_env(placed),
+            REPLICA_CPU_MILLI / 1000,
+            spec.resources.memory_gb * 1024,
+            socket_dir,
+            self.pids_limit,
         )
         try:
             status = self.engine.run(container)
@@ -200,15 +190,9 @@ class ContainerLauncher:
         if tag in self._built:
             return tag
         try:
-            base_labels = self.engine.image_labels(self.base_image)
-            if base_labels is None:
-                raise Unavailable(
-                    f"replica of {spec.key} cannot start: the app base image {self.base_image} "
-                    "is not here (`make images` builds it)"
-                )
-            key = build_key(app_image.digest(spec, self.base_image), base_labels)
-            labels = self.engine.image_labels(tag)
-            if labels is None or labels.get(LABEL_BUILD) != key:
+            digest = app_image.digest(spec, self.base_image)
+            key, current = replicas.build_state(self.engine, tag, self.base_image, digest)
+            if not current:
                 self._build(spec, tag, key)
         except (RuntimeFailure, OSError) as exc:
             raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
@@ -250,16 +234,8 @@ class ContainerLauncher:
         deadline = time.monotonic() + self.start_timeout
         path = str(replica.socket_dir / REPLICA_SOCKET)
         while True:
-            if os.path.exists(path):
-                conn = connection(path, timeout=5)
-                try:
-                    conn.request("GET", "/healthz")
-                    if conn.getresponse().status == 200:
-                        return
-                except OSError:
-                    pass
-                finally:
-                    conn.close()
+            if os.path.exists(path) and replicas.healthy(path):
+                return
             if not self.alive(replica) or time.monotonic() > deadline:
                 tail = self.engine.logs(replica.name, 5).strip()
                 why = "exited" if not self.alive(replica) else "did not answer in time"

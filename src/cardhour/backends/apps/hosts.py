@@ -4,8 +4,8 @@ agent, with exactly the GPUs placed.
 
 - **Start**: the replica is a wanted container of workload `app-<replica id>` on the placed host
   (`HostBook.want`, as an instance's are), its spec of kind `app`: the version key, the image's
-  tag and build digest (`backends.apps.image`), the base image, the GPUs placed (index and
-  UUID: the agent attaches their CDI devices, a fraction of a GPU included), CPU
+  tag and build digest (`backends.apps.image`), the base image, the GPUs placed (the agent
+  attaches the CDI devices of those indices, for a fraction of a GPU too), CPU
   (`core.apps.REPLICA_CPU_MILLI`) and memory (the manifest's), a process limit, the placement's
   environment, and a token made for this replica. The agent builds the image when it lacks it
   (the build context fetched from `GET /agent/app-context`, `context`), runs the container
@@ -23,8 +23,14 @@ agent, with exactly the GPUs placed.
 - At construction, and at `stop_all`, every `app-` workload still wanted is dropped: their
   shares of the fleet lapsed with the process that placed them.
 
-`missing` knows only the wheelhouse: a requirement neither there nor in a host's base image
-fails that replica's build on the host, with pip's last lines as the reason.
+`missing` finds nothing missing: the base image is on the hosts, not here, so a requirement
+neither in a host's base image nor in the wheelhouse fails that replica's build on the host,
+with pip's `ERROR:` line as the reason. The first replica of a version on a host waits for
+that build within the start timeout (the agent builds on its converge thread: the host's other
+containers wait for it too).
+
+Calls and the token cross the network between the control plane and the hosts as plain HTTP:
+the operator's network must be trusted (TLS between them is not done).
 """
 
 from __future__ import annotations
@@ -33,18 +39,19 @@ import logging
 import secrets
 import threading
 import time
+import zipfile
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from cardhour.backends.apps import image as app_image
-from cardhour.backends.apps.runtime import Endpoint
+from cardhour.backends.apps.calls import Endpoint
 from cardhour.backends.hosts.backend import failure_reason
 from cardhour.core.apps import REPLICA_CPU_MILLI
 from cardhour.core.errors import Unavailable
 from cardhour.core.hosts import EXITED, FAILED, RUNNING, ContainerInfo, HostInfo
-from cardhour.core.replicas import AppSpec, Placed, placement_env
+from cardhour.core.replicas import AppSpec, Placed, replica_env
 
 log = logging.getLogger("cardhour.apps")
 
@@ -52,6 +59,7 @@ PREFIX = "app-"  # an app replica's workload name: `app-<replica id>`
 ALIVE_SECONDS = 2.0
 STOP_SECONDS = 30.0  # how long `stop` waits for the agent to remove the container
 POLL_SECONDS = 0.1
+CONTEXTS = 4  # packed build contexts kept in memory
 
 
 class ReplicaDirectory(Protocol):
@@ -94,7 +102,10 @@ class HostLauncher:
     ) -> None:
         self.directory, self.base_image, self.wheelhouse = directory, base_image, wheelhouse
         self.pids_limit, self.start_timeout = pids_limit, start_timeout
-        self._specs: dict[str, AppSpec] = {}  # version key -> spec, of versions started here
+        #: version key -> (spec, build digest), of the versions prepared here
+        self._specs: dict[str, tuple[AppSpec, str]] = {}
+        #: version key -> packed build context, of the last `CONTEXTS` versions fetched
+        self._contexts: dict[str, bytes] = {}
         self._lock = threading.Lock()
         self.stop_all()
 
@@ -103,12 +114,15 @@ class HostLauncher:
     def prepare(self, spec: AppSpec) -> None:
         """Check that the version's build context can be made (it is built on each host at its
         first replica there)."""
+        with self._lock:
+            if spec.key in self._specs:
+                return
         try:
-            app_image.digest(spec, self.base_image)
+            digest = app_image.digest(spec, self.base_image)
         except OSError as exc:
             raise Unavailable(f"replica of {spec.key} cannot start: {exc}") from exc
         with self._lock:
-            self._specs[spec.key] = spec
+            self._specs[spec.key] = (spec, digest)
 
     def start(self, spec: AppSpec, placed: Placed | None) -> tuple[HostReplica, Endpoint]:
         if placed is None:
@@ -123,14 +137,13 @@ class HostLauncher:
                 "kind": "app",
                 "app": spec.key,
                 "image": app_image.tag(spec),
-                "build": app_image.digest(spec, self.base_image),
+                "build": self._specs[spec.key][1],
                 "base_image": self.base_image,
                 "gpus": [{"index": i, "uuid": uuids.get(i, "")} for i in placed.gpus],
                 "cpus": REPLICA_CPU_MILLI / 1000,
                 "memory_mb": spec.resources.memory_gb * 1024,
                 "pids_limit": self.pids_limit,
-                "env": {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-                | placement_env(placed),
+                "env": replica_env(placed),
                 "token": token,
             }
             self.directory.want(workload, 1, {placed.node: wanted})
@@ -171,10 +184,19 @@ class HostLauncher:
         """The build context of version `key` (a gzipped tar, `backends.apps.image`), when a
         replica of it was started here; None otherwise."""
         with self._lock:
-            spec = self._specs.get(key)
-        if spec is None:
+            prepared, packed = self._specs.get(key), self._contexts.get(key)
+        if prepared is None:
             return None
-        return app_image.packed_context(spec, self.base_image, self.wheelhouse)
+        if packed is None:  # packed once, not for every host (the wheels may be large)
+            try:
+                packed = app_image.packed_context(prepared[0], self.base_image, self.wheelhouse)
+            except (OSError, zipfile.BadZipFile) as exc:
+                raise Unavailable(f"cannot pack app version {key}: {exc}") from exc
+            with self._lock:
+                while len(self._contexts) >= CONTEXTS:
+                    self._contexts.pop(next(iter(self._contexts)))
+                self._contexts[key] = packed
+        return packed
 
     # -- inside ------------------------------------------------------------------------------
 

@@ -27,35 +27,18 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import select
-import socket
 import threading
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cardhour.backends.apps.calls import Address, NotConnected, connection, dropped, headers_for
 from cardhour.core.clock import Clock
 from cardhour.core.errors import Overloaded, Unavailable
-from cardhour.core.replicas import REPLICA_TOKEN_HEADER, AppSpec, CallResult, Placed, Placer
-from cardhour.runtime.unix_http import UnixHTTPConnection
+from cardhour.core.replicas import AppSpec, CallResult, Placed, Placer
 
 log = logging.getLogger("cardhour.apps")
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """A replica on another host (`hosts.HostLauncher`): its agent's proxy at `host:port`, which
-    lets in only calls carrying `token` (`core.replicas.REPLICA_TOKEN_HEADER`)."""
-
-    host: str
-    port: int
-    token: str = field(repr=False)
-
-
-#: where a replica answers: a port on 127.0.0.1, the host path of its Unix socket, or an
-#: `Endpoint` on another host
-Address = int | str | Endpoint
 
 
 class Launcher(Protocol):
@@ -101,32 +84,6 @@ class Replica:
     placed: Placed | None = None
 
 
-def dropped(sock: socket.socket) -> bool:
-    """Whether an idle connection was closed by its peer (readable while idle: EOF)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
-
-
-def connection(address: Address, timeout: float = 120) -> http.client.HTTPConnection:
-    """A (not yet connected) connection to a replica at `address`."""
-    if isinstance(address, str):
-        return UnixHTTPConnection(address, timeout)
-    if isinstance(address, Endpoint):
-        return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
-    return http.client.HTTPConnection("127.0.0.1", address, timeout=timeout)
-
-
-def headers_for(address: Address) -> dict[str, str]:
-    """A call's headers: JSON, and the proxy's token for a replica on another host."""
-    headers = {"Content-Type": "application/json"}
-    if isinstance(address, Endpoint):
-        headers[REPLICA_TOKEN_HEADER] = address.token
-    return headers
-
-
 @dataclass
 class _Pool:
     spec: AppSpec
@@ -163,8 +120,8 @@ class LocalAppRuntime:
         """The replica's answer, whatever its status (an answer that is not JSON becomes
         `{"error": <its first 500 bytes>}`). Overloaded or Unavailable as the module docstring
         says; a request once sent is never sent again (the app may have run). A replica that
-        refuses the connection (nothing was sent: its host or process is gone) is stopped and
-        the call goes to another, once."""
+        cannot be connected to (refused, or its host silent: nothing was sent) is stopped, on
+        a thread of its own, and the call goes to another, once."""
         body = json.dumps(payload).encode()
         for attempt in (1, 2):
             replica = self._acquire(spec)
@@ -172,7 +129,7 @@ class LocalAppRuntime:
             try:
                 status, raw = self._post(replica.address, body)
                 break
-            except ConnectionRefusedError as exc:
+            except (ConnectionRefusedError, NotConnected) as exc:
                 self._drop(spec, replica)
                 if attempt == 2:
                     raise Unavailable(f"the replica did not answer: {exc}") from exc
@@ -191,15 +148,15 @@ class LocalAppRuntime:
         return CallResult(status, answer, ms)
 
     def _drop(self, spec: AppSpec, replica: Replica) -> None:
-        """Take a replica that refused a connection out of its pool and stop it (only the
-        caller that took it out stops it)."""
+        """Take a replica that cannot be connected to out of its pool and stop it meanwhile
+        (only the caller that took it out stops it; stopping may wait for a host's agent)."""
         pool = self._pools[spec.key]
         with pool.lock:
             if replica not in pool.replicas:
                 return
             pool.replicas.remove(replica)
-        log.warning("replica at %s refused a call: stopping it", replica.address)
-        self._stop(replica)
+        log.warning("replica at %s cannot be connected to: stopping it", replica.address)
+        threading.Thread(target=self._stop, args=(replica,), name="stop-replica").start()
 
     def _post(self, address: Address, body: bytes) -> tuple[int, bytes]:
         """POST /invoke on a keep-alive connection of this thread's (http.client: a millisecond
