@@ -43,14 +43,14 @@ import zipfile
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from cardhour.backends.apps import image as app_image
 from cardhour.backends.apps.calls import Endpoint
-from cardhour.backends.hosts.backend import failure_reason
+from cardhour.backends.hosts.backend import HostDirectory, failure_reason
 from cardhour.core.apps import REPLICA_CPU_MILLI
 from cardhour.core.errors import Unavailable
-from cardhour.core.hosts import EXITED, FAILED, RUNNING, ContainerInfo, HostInfo
+from cardhour.core.hosts import EXITED, FAILED, RUNNING, HostInfo
 from cardhour.core.replicas import AppSpec, Placed, replica_env
 
 log = logging.getLogger("cardhour.apps")
@@ -62,18 +62,8 @@ POLL_SECONDS = 0.1
 CONTEXTS = 4  # packed build contexts kept in memory
 
 
-class ReplicaDirectory(Protocol):
+class ReplicaDirectory(HostDirectory, Protocol):
     """What the launcher needs of the database (`services.hosts.book.HostBook`)."""
-
-    def hosts(self) -> list[HostInfo]: ...
-
-    def want(self, workload: str, attempt: int, specs: dict[str, dict[str, Any]]) -> None: ...
-
-    def unwant(self, workload: str) -> None: ...
-
-    def containers(self, workload: str) -> list[ContainerInfo]: ...
-
-    def lost_hosts_of(self, workload: str) -> dict[str, str]: ...
 
     def workloads(self, prefix: str) -> list[str]: ...
 
