@@ -19,8 +19,8 @@ over one heartbeat after their first report, as independent agents' are.
 Measured over `--seconds` (60) starting `--settle` (3) heartbeats after the last agent's first
 report (the join sends a thousand first reports in half a minute; agents answered together
 come back together until the long polls' jittered ends spread them out: the steady state
-starts after that), by the bench (the load generator, asyncio + httpx in this process, on the
-same machine):
+starts after that), by the bench (the load generator: asyncio and a raw HTTP/1.1 client,
+`raw_http`, in this process, on the same machine):
 - long poll: the server's extra latency, the answer's time minus the time the server held it
   (`held_seconds`: the wait, less up to 1/16 of it);
 - plain heartbeat: the answer's time;
@@ -53,7 +53,6 @@ import os
 import shlex
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -66,6 +65,7 @@ from typing import Any
 import httpx
 from billing import commit, header, keep_notes, machine, md_table, text_table
 from billing_setup import fresh_database
+from raw_http import RawClient, RawHTTPError
 from sqlalchemy import create_engine, text
 
 from cardhour.agent import inventory
@@ -248,7 +248,7 @@ class Record:
 
 
 async def call(
-    client: httpx.AsyncClient,
+    client: RawClient,
     rec: Record,
     kind: str,
     path: str,
@@ -263,7 +263,7 @@ async def call(
         agent.last_sent = sent
     try:
         response = await client.post(path, json=body, **kw)
-    except httpx.HTTPError as exc:
+    except RawHTTPError as exc:
         rec.samples.append((kind, sent, time.perf_counter(), 0, 0.0))
         rec.error(f"{kind}: {type(exc).__name__} {str(exc)[:80]}".rstrip(), sent)
         return None
@@ -278,7 +278,7 @@ async def call(
 
 
 async def first_report(
-    agent: Agent, client: httpx.AsyncClient, rec: Record
+    agent: Agent, client: RawClient, rec: Record
 ) -> tuple[dict[str, Any], dict[str, str], int] | None:
     """Join with the token, send the first report (with the inventory): (the steady report's
     body, the credential's header, the version), or None on an error."""
@@ -304,7 +304,7 @@ async def first_report(
 
 async def run_agent(
     agent: Agent,
-    connect: Callable[[], httpx.AsyncClient],
+    connect: Callable[[], RawClient],
     rec: Record,
     heartbeat: float,
     gate: asyncio.Semaphore,
@@ -324,7 +324,7 @@ async def run_agent(
 
 async def report_forever(
     agent: Agent,
-    client: httpx.AsyncClient,
+    client: RawClient,
     rec: Record,
     heartbeat: float,
     body: dict[str, Any],
@@ -412,19 +412,15 @@ async def drive(
     url: str, email: str, password: str, meter: Meter, args: argparse.Namespace, tmp: Path
 ) -> dict[str, Any]:
     rec, lags = Record(), []
-    # One client per agent, as each agent has its own connection (one shared pool of 1,000
-    # connections costs httpcore a scan of them all per request: the bench would lag). The
-    # SSL context, unused on plain HTTP, is shared: httpx builds one per client otherwise
-    # (~0.1 s each).
-    # Idle connections are dropped after 4 s, before uvicorn's keep-alive timeout (5 s) closes
-    # them: with httpx's default (5 s too) a request sent on a connection idle for just under
-    # 5 s (an agent's first steady report after its offset) can meet the server closing it.
-    tls = ssl.create_default_context()
-    timeout = httpx.Timeout(args.heartbeat + 30.0)
-    limits = httpx.Limits(max_connections=1, keepalive_expiry=4.0)
 
-    def connect() -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=url, verify=tls, timeout=timeout, limits=limits)
+    # One connection per agent, as each agent has its own: a raw HTTP/1.1 client
+    # (`raw_http.RawClient`), whose cost to this event loop is a fraction of httpx's (this
+    # loop's own lateness counts in every latency measured). Idle connections are dropped
+    # after 4 s, before uvicorn's keep-alive timeout (5 s) closes them: a request sent on a
+    # connection idle for just under 5 s (an agent's first steady report after its offset)
+    # could meet the server closing it.
+    def connect() -> RawClient:
+        return RawClient(url, timeout=args.heartbeat + 30.0, keepalive=4.0)
 
     async with httpx.AsyncClient(base_url=url, timeout=120.0) as operator:
         login = await operator.post(
@@ -713,10 +709,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"`cardhour up --backend hosts` (one process: API, console, reconciler threads) on a "
         f"fresh database of the throwaway PostgreSQL, heartbeat {a['heartbeat']} s, hosts lost "
-        f"after {LOST_AFTER_S} s. {a['hosts']:,} simulated agents (asyncio + httpx in the "
-        "bench's process, on the same machine) join with a token each, send a first report "
-        "with 8 stand-in H100 (`agent.inventory.standin`: GPUs, modelled `topo -m` and "
-        "`ibstat`, CPUs, memory, disk), then report as an idle agent does: "
+        f"after {LOST_AFTER_S} s. {a['hosts']:,} simulated agents (asyncio and a raw HTTP/1.1 "
+        "client in the bench's process, on the same machine) join with a token each, send a "
+        "first report with 8 stand-in H100 (`agent.inventory.standin`: GPUs, modelled `topo -m` "
+        "and `ibstat`, CPUs, memory, disk), then report as an idle agent does: "
         "no inventory, no containers, the next report when the last is answered, long-polling "
         f"with `?wait={a['heartbeat']}&since=<version>`, which the server holds for the wait "
         f"less up to 1/16 of it, at random; {plain_text(report)}. Every agent's first steady "

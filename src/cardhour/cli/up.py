@@ -99,9 +99,8 @@ def _tune_collector() -> None:
       is ~100-1,600 objects a time);
     - a young collection every 20,000 allocations, not 700: the thousand held long polls keep
       tens of thousands of young objects alive, which each young collection walks again (at
-      700, 15-42 ms gen-1 pauses every 3-5 s at 1,000 agents, and the heartbeat p99 over 100 ms
-      in 3 runs of 3; at 20,000 under it in 3 of 3; while the cyclic garbage is ~60 objects a
-      second: docs/benchmarks/agents.md)."""
+      700, 15-42 ms gen-1 pauses every 3-5 s at 1,000 agents, the heartbeat p99 ~57-59 ms; at
+      20,000 ~17-21 ms; the cyclic garbage is ~60 objects a second: docs/benchmarks/agents.md)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 10, 100)
