@@ -25,33 +25,24 @@ from cardhour.db.models import AppReplicaRow
 from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import ledger
 from tests.agent.conftest import LOST_AFTER, Hosts, wait_for
+from tests.api.marketplace.test_app_containers import LOCKDOWN
 from tests.api.marketplace.test_app_replicas import QUARTER
 from tests.api.marketplace.test_marketplace import _package
 
-APP = """
-import glob, os, socket
+APP = (
+    LOCKDOWN
+    + """
+import glob
 
 
 def handle(request):
-    try:
-        socket.create_connection(("10.255.255.1", 80), timeout=2)
-        network = "reachable"
-    except OSError as exc:
-        network = exc.strerror
-    try:
-        open("/app/written", "w")
-        root = "writable"
-    except OSError as exc:
-        root = exc.strerror
-    return {
-        "uid": os.getuid(),
-        "network": network,
-        "root": root,
+    return lockdown() | {
         "devices": sorted(glob.glob("/dev/nvidia[0-9]*")),
         "node": os.environ.get("CARDHOUR_NODE"),
         "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
 """
+)
 
 
 @pytest.fixture(autouse=True)

@@ -18,13 +18,13 @@ from tests.api.marketplace.test_marketplace import MANIFEST
 from tests.conftest import Api
 from tests.runtime.conftest import CONF, runtime  # noqa: F401 - the session's Podman, images built
 
-APP = """
+#: app code telling what a replica may do: its uid, whether it reaches a network address,
+#: whether its root is writable (the replicas' lock-down, from inside)
+LOCKDOWN = """
 import os, socket
 
 
-def handle(request):
-    if request.get("fail"):
-        raise RuntimeError("the model is not loaded")
+def lockdown():
     try:
         socket.create_connection(("10.255.255.1", 80), timeout=2)
         network = "reachable"
@@ -35,8 +35,18 @@ def handle(request):
         root = "writable"
     except OSError as exc:
         root = exc.strerror
-    return {"uid": os.getuid(), "network": network, "root": root, "query": request["query"]}
+    return {"uid": os.getuid(), "network": network, "root": root}
 """
+APP = (
+    LOCKDOWN
+    + """
+
+def handle(request):
+    if request.get("fail"):
+        raise RuntimeError("the model is not loaded")
+    return lockdown() | {"query": request["query"]}
+"""
+)
 
 
 @pytest.fixture(autouse=True)
