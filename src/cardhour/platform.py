@@ -46,6 +46,7 @@ from cardhour.reconcilers.metering import MeteringReconciler
 from cardhour.reconcilers.provisioning import ProvisioningReconciler
 from cardhour.reconcilers.scheduling import SchedulingReconciler
 from cardhour.reconcilers.sla import SlaReconciler
+from cardhour.reconcilers.storage import StorageReconciler
 from cardhour.scheduler import Scheduler, warm
 from cardhour.services.billing import customers, ledger, pricing
 from cardhour.services.compute import scheduling
@@ -155,6 +156,12 @@ class Platform:
             self.meter,
             self.health,
             SlaReconciler(self.sessions, self.clock),
+            StorageReconciler(
+                self.sessions,
+                self.clock,
+                self.backend,
+                settings.reconcilers.charge_interval_seconds,
+            ),
             AppsReconciler(self.sessions, self.clock, self.app_runtime, self.app_code_dir),
         ]
         self._stop = threading.Event()

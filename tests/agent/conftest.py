@@ -132,6 +132,20 @@ class Hosts:
             for name in self.containers(short):
                 self.runtime.remove(name)
             remove_standin_spec(DEFAULT_FOLDER, standin_kind(self.name(short)))
+        unmount_under(self.tmp)
+
+
+def unmount_under(folder: Path) -> None:
+    """Unmount what the agents mounted under `folder` (their volumes), deepest first: a killed
+    agent leaves its mounts."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        for line in handle:
+            point = Path(line.split()[4])
+            if point.is_relative_to(folder):
+                points.append(point)
+    for point in sorted(points, key=lambda p: len(p.parts), reverse=True):
+        subprocess.run(["umount", str(point)], check=False, capture_output=True)
 
 
 def hosts_settings(tmp: Path, database_url: str) -> Settings:

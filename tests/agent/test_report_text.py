@@ -3,8 +3,7 @@ tail of a longer one (a refused report would be resent every heartbeat, and the 
 
 from __future__ import annotations
 
-from cardhour.agent.converge import clamped
-from cardhour.core.hosts import MAX_REPORT_TEXT
+from cardhour.core.hosts import MAX_REPORT_TEXT, clamped
 
 
 def test_a_long_text_field_keeps_its_last_characters() -> None:

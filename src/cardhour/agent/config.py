@@ -37,6 +37,12 @@ class AgentSettings(BaseSettings):
         default=Path("/var/lib/cardhour-agent/weights"),
         description="The host's model weights cache: `<dir>/<id>` is mounted read-only.",
     )
+    volumes_dir: Path | None = Field(
+        default=None,
+        description="This host's own persistent volumes (one ext4 image each; default "
+        "`<state_dir>/volumes`). Volumes of a data centre with shared storage live on its "
+        "shared path instead.",
+    )
     standin_gpus: str | None = Field(
         default=None,
         description="TEST MACHINES ONLY: report stand-in GPUs (`MODEL:COUNT`, e.g. H100:8) "

@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from cardhour.agent import nccl
+from cardhour.agent import volumes as volume_tasks
 from cardhour.agent.apps import AppReplicas, free_port
+from cardhour.agent.volumes import Busy, Volumes
 from cardhour.core.cluster import HOSTFILE_PATH
-from cardhour.core.hosts import EXITED, FAILED, MAX_REPORT_TEXT, PENDING, RUNNING
+from cardhour.core.hosts import EXITED, FAILED, PENDING, RUNNING, clamped
 from cardhour.runtime.base import (
     LABEL_HOST,
     LABEL_WORKLOAD,
@@ -42,15 +44,6 @@ LOG_LINES = 20
 HOSTFILE_DIR = HOSTFILE_PATH.rsplit("/", 1)[0]
 SSHD_GRACE_SECONDS = 2.0  # silent this long: ask whether the image has sshd at all
 TIDY_SECONDS = 600.0  # leftovers of cut-short engine calls: at the first pass, then this often
-
-
-def clamped(report: dict[str, Any]) -> dict[str, Any]:
-    """`report` with each text field cut to its last `MAX_REPORT_TEXT` characters: the control
-    plane refuses a longer one, and a refused report would be sent again every heartbeat."""
-    return {
-        key: value[-MAX_REPORT_TEXT:] if isinstance(value, str) else value
-        for key, value in report.items()
-    }
 
 
 @dataclass
@@ -73,10 +66,12 @@ class Converger:
     #: the image was found to have sshd: never asked again for that start)
     silent_since: dict[str, tuple[str, float]] = field(default_factory=dict)
     apps: AppReplicas | None = None  # marketplace replicas (None: this agent runs none)
+    volumes: Volumes | None = None  # persistent volumes (None: this agent keeps none)
 
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
-        want = {str(s["workload"]): s for s in desired}
+        tasks = [s for s in desired if s.get("kind") == volume_tasks.DELETE_TASK]
+        want = {str(s["workload"]): s for s in desired if s not in tasks}
         have = {
             c.labels.get(LABEL_WORKLOAD, c.name): c
             for c in self.runtime.list({LABEL_HOST: self.host})
@@ -108,7 +103,9 @@ class Converger:
                     settled = False
         for name in set(self.failed) - set(want):
             del self.failed[name]
-        reports = []
+        if self.volumes is not None:  # what no wanted container mounts any more
+            self.volumes.release(volume_tasks.in_use(list(want.values())))
+        reports = [volume_tasks.run_task(self.volumes, task) for task in tasks]
         for name, spec in want.items():
             try:
                 report = self._report(name, spec, have.get(name))
@@ -144,6 +141,9 @@ class Converger:
             status = self.runtime.run(container)
             self.failed.pop(name, None)
             return status
+        except Busy as exc:  # not a failure: tried again next pass
+            log.info("%s waits: %s", name, exc)
+            self.unfinished.add(name)
         except RuntimeFailure as exc:
             log.warning("cannot start %s: %s", name, exc)
             self.failed[name] = (str(spec["fingerprint"]), str(exc))
@@ -169,6 +169,11 @@ class Converger:
             if not source.is_dir():
                 raise RuntimeFailure(f"model weights {weights['id']} are not cached at {source}")
             mounts.append(Mount(str(source), str(weights["mount"]), read_only=True))
+        for volume in spec.get("volumes") or ():
+            if self.volumes is None:
+                raise RuntimeFailure("this agent keeps no volumes")
+            point = self.volumes.attach(volume)
+            mounts.append(Mount(str(point), str(volume["path"]), read_only=False))
         labels = {
             LABEL_HOST: self.host,
             LABEL_WORKLOAD: str(spec["workload"]),

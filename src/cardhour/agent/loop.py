@@ -24,6 +24,7 @@ from cardhour.agent import inventory
 from cardhour.agent.apps import AppReplicas
 from cardhour.agent.config import AgentSettings
 from cardhour.agent.converge import Converger
+from cardhour.agent.volumes import Volumes
 from cardhour.api.schemas.hosts import AgentReport, ContainerReportIn
 from cardhour.client.connection import ApiError
 from cardhour.client.hosts import AgentChannel
@@ -143,6 +144,9 @@ class Agent:
         s = self.settings
         converger = Converger(
             runtime, me.host, s.address, found.devices, s.weights_dir, s.standin_gpus is None
+        )
+        converger.volumes = Volumes(
+            s.volumes_dir or s.state_dir / "volumes", s.state_dir / "volume-mounts"
         )
         fetches = AgentChannel(me.server, me.credential)  # the converge thread's own
         converger.apps = AppReplicas(

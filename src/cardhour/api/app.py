@@ -19,6 +19,7 @@ from cardhour.api.routers.grants import proposals, reviews
 from cardhour.api.routers.hosts import admin as admin_hosts
 from cardhour.api.routers.hosts import agent
 from cardhour.api.routers.marketplace import apps
+from cardhour.api.routers.storage import volumes
 from cardhour.console.app import mount_console
 from cardhour.platform import Platform
 
@@ -54,6 +55,7 @@ def create_app(platform: Platform) -> FastAPI:
         payments,
         statements,
         ssh_keys,
+        volumes,
         health,
         admin_hosts,
     ):

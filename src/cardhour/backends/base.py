@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from cardhour.core.topology import NodeSpec
+from cardhour.core.volumes import Attachment
 
 
 class BackendError(Exception):
@@ -60,6 +61,7 @@ class LaunchSpec:
     ports: tuple[int, ...] = ()  # container ports the renter asked to publish
     instance_name: str = ""  # the renter's name: a cluster's hostnames (`core.cluster`)
     node_order: tuple[str, ...] = ()  # a cluster's nodes by rank (`core.cluster.layout`)
+    volumes: tuple[Attachment, ...] = ()  # the renter's volumes, mounted read-write
 
 
 class MachineState(StrEnum):
@@ -101,6 +103,13 @@ class Backend(ABC):
     @abstractmethod
     def terminate(self, external_name: str) -> None:
         """Release everything of that name. Silent if it does not exist."""
+
+    def remove_volume(self, volume_id: str, host: str, store: str | None) -> bool:
+        """Remove a deleted volume's data from `host` (its image on the shared `store`, or in
+        the host's own folder); True once it is gone, False while it is being removed or the
+        host cannot be reached now (asked again later). Idempotent. This default is for
+        backends that keep no volume data (the simulator; Slurm mounts none)."""
+        return True
 
 
 class Probing(ABC):

@@ -23,6 +23,7 @@ from cardhour.cli.grants import reviews as grants_review
 from cardhour.cli.hosts import admin as hosts_admin
 from cardhour.cli.hosts import agent as host_agent
 from cardhour.cli.marketplace import apps
+from cardhour.cli.storage import volumes
 from cardhour.client import ApiError
 from cardhour.core.errors import CardhourError
 
@@ -153,6 +154,21 @@ SSH_KEYS_COMMANDS: dict[str, Callable[..., None]] = {
 for _name, _command in SSH_KEYS_COMMANDS.items():
     ssh_keys_app.command(_name)(_one_line_errors(_command))
 app.add_typer(ssh_keys_app, name="ssh-keys")
+
+volumes_app = typer.Typer(
+    name="volumes",
+    help="Persistent volumes: your data outlives instances (launch --volume NAME:/path).",
+    no_args_is_help=True,
+)
+VOLUMES_COMMANDS: dict[str, Callable[..., None]] = {
+    "create": volumes.create,
+    "list": volumes.list_volumes,
+    "show": volumes.show,
+    "delete": volumes.delete,
+}
+for _name, _command in VOLUMES_COMMANDS.items():
+    volumes_app.command(_name)(_one_line_errors(_command))
+app.add_typer(volumes_app, name="volumes")
 
 apps_app = typer.Typer(
     name="apps",

@@ -49,9 +49,10 @@ from cardhour.client.connection import ApiError, bad_response, error_from
 from cardhour.client.grants import ProposalCalls
 from cardhour.client.hosts import HostCalls
 from cardhour.client.marketplace import MarketplaceCalls
+from cardhour.client.storage import VolumeCalls
 
 
-class CardhourClient(MarketplaceCalls, ProposalCalls, HostCalls):
+class CardhourClient(MarketplaceCalls, ProposalCalls, HostCalls, VolumeCalls):
     """A connection to one cardhour server. Use as a context manager, or call `close()`.
 
     `url` is the server root (`http://host:port`); `api_key` is sent as a bearer token when set.

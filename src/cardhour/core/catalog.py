@@ -16,6 +16,7 @@ from cardhour.core.errors import InvalidInput, NotFound
 from cardhour.core.gpus import GpuModel, resolve_model
 from cardhour.core.money import Money
 from cardhour.core.topology import DataCentre, NodeSpec
+from cardhour.core.volumes import Storage, StorageFile
 from cardhour.core.workload import oci
 
 HOURS_PER_MONTH = 720  # the monthly plan is 30 days
@@ -122,6 +123,7 @@ class CatalogFile(_Strict):
     # registries renters may run their own images from (`docker.io`,
     # `registry.example.com/team`); empty: only the catalog's images
     registries: list[str] = []
+    storage: StorageFile = StorageFile()  # persistent volumes (`core.volumes`)
 
     @field_validator("registries")
     @classmethod
@@ -152,6 +154,9 @@ class CatalogFile(_Strict):
             for cached in dc.weights:
                 if cached not in weights:
                     raise ValueError(f"data centre {dc.id}: unknown model_weights {cached}")
+        for dc_id in (*self.storage.prices, *self.storage.shared_paths):
+            if dc_id not in dcs:
+                raise ValueError(f"storage: unknown data_centre {dc_id}")
         return self
 
 
@@ -227,6 +232,7 @@ class Catalog:
     weights_by_dc: dict[str, tuple[str, ...]] = field(default_factory=dict)
     weights_copy_gbps: int = 10
     registries: tuple[str, ...] = ()  # where renters' own images may come from
+    storage: Storage = field(default_factory=lambda: Storage.from_file(StorageFile(), "CNY"))
 
     def model_weights(self, weights_id: str) -> Weights:
         """The weights of that id; InvalidInput naming the known ones otherwise."""
@@ -353,6 +359,7 @@ class Catalog:
             {d.id: tuple(d.weights) for d in spec.data_centres},
             spec.weights_copy_gbps,
             tuple(spec.registries),
+            Storage.from_file(spec.storage, spec.currency),
         )
 
 

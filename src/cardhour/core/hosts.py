@@ -30,6 +30,15 @@ STATES = (PENDING, RUNNING, EXITED, FAILED)
 MAX_REPORT_TEXT = 64_000
 
 
+def clamped(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` with each text field cut to its last `MAX_REPORT_TEXT` characters: the control
+    plane refuses a longer one, and a refused report would be sent again every heartbeat."""
+    return {
+        key: value[-MAX_REPORT_TEXT:] if isinstance(value, str) else value
+        for key, value in report.items()
+    }
+
+
 def inventory_key(text: str) -> str:
     """What changes whenever a host's inventory (its JSON text as stored) does: 16 hex
     digits of its SHA-256 ("" for none)."""

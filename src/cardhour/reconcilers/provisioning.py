@@ -54,6 +54,7 @@ def launch_spec(claim: Claim, catalog: Catalog | None = None) -> LaunchSpec:
         ports=claim.ports,
         instance_name=claim.name,
         node_order=claim.node_order,
+        volumes=claim.volumes,
     )
 
 

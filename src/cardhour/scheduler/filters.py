@@ -24,14 +24,20 @@ class Available:
 
 
 class DataCentre:
+    """The request's data centre, and its node when it must run where its volume is."""
+
     name = "data-centre"
 
     def filter(self, ctx: Context, req: Request) -> Iterable[tuple[str, np.ndarray]]:
-        if req.data_centre is None:
-            return
         s = ctx.state
-        code = s.dcs.index(req.data_centre) if req.data_centre in s.dcs else -2
-        yield "other data centre", s.dc != code
+        if req.data_centre is not None:
+            code = s.dcs.index(req.data_centre) if req.data_centre in s.dcs else -2
+            yield "other data centre", s.dc != code
+        if req.node is not None:
+            only = np.zeros(len(s.names), dtype=bool)
+            if req.node in s.index:
+                only[s.index[req.node]] = True
+            yield "its volume is on another host", ~only
 
 
 class GpuModel:

@@ -36,6 +36,7 @@ class Request:
     gpu_models: frozenset[str] = frozenset()  # allowed models; empty = any
     nodes: int = 0  # > 0: whole exclusive nodes
     data_centre: str | None = None
+    node: str | None = None  # only this node (where the request's volume is)
     movable: bool = False  # the defragmentation planner may move it
 
     def __post_init__(self) -> None:

@@ -96,6 +96,7 @@ def instance_read(v: views.InstanceView) -> schemas.InstanceRead:
         ports=v.ports,
         ssh=schemas.SshRead(host=v.ssh.host, port=v.ssh.port, user=v.ssh.user) if v.ssh else None,
         published=v.published,
+        volumes=[schemas.VolumeMount(volume=name, path=path) for name, path in v.volumes],
         **(_detail(v) if v.detailed else {}),
     )
 

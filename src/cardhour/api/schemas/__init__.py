@@ -95,8 +95,12 @@ from cardhour.api.schemas.statements import (
     StatementRead,
     UsageLineRead,
 )
+from cardhour.api.schemas.storage import VolumeCreate, VolumeMount, VolumeRead
 
 __all__ = [
+    "VolumeCreate",
+    "VolumeMount",
+    "VolumeRead",
     "AgentDesired",
     "AgentJoin",
     "AgentJoined",

@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_
 from pydantic_core import PydanticCustomError
 
 from cardhour.api.schemas.billing import QuoteRead
+from cardhour.api.schemas.storage import VolumeMount
 from cardhour.core.errors import InvalidInput
+from cardhour.core.volumes import MAX_MOUNTS
 from cardhour.core.workload import spec
 
 T = TypeVar("T")
@@ -117,6 +119,14 @@ class InstanceCreate(BaseModel):
         description=f"Container ports to publish (1-65535, distinct, at most {spec.MAX_PORTS}; "
         "not 22: sshd has it). Where each is reachable shows in `published` once it runs.",
         examples=[[8888]],
+    )
+    volumes: list[str | VolumeMount] = Field(
+        default_factory=list,
+        description=f"Your volumes to mount read-write: `NAME:/path` or `{{volume, path}}` (at "
+        f"most {MAX_MOUNTS}). The instance runs in their data centre (on their host, for a "
+        "volume on a host's own disk); a volume is attached to one instance at a time, until "
+        "that instance is terminated.",
+        examples=[["data:/data"]],
     )
     ssh_key: str | None = Field(default=None, description="OpenSSH public key.")
     plan: str = Field(
@@ -261,6 +271,9 @@ class InstanceRead(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, description="As launched.")
     ports: list[int] = Field(
         default_factory=list, description="Container ports asked to be published."
+    )
+    volumes: list[VolumeMount] = Field(
+        default_factory=list, description="The volumes attached to it, where they are mounted."
     )
     ssh: SshRead | None = Field(
         default=None, description="Where the instance's sshd answers, once it runs."

@@ -37,6 +37,7 @@ from cardhour.core.catalog import Catalog
 from cardhour.core.hosts import EXITED, FAILED, RUNNING, ContainerInfo, HostInfo, node_spec, share
 from cardhour.core.readiness import modelled as reports
 from cardhour.core.topology import NodeSpec
+from cardhour.core.volumes import DELETE_TASK
 
 MAX_CACHED_SPECS = 100_000
 
@@ -125,6 +126,8 @@ class HostsBackend(Backend, Probing):
                 else None,
                 "exclusive": spec.exclusive,
             }
+            if spec.volumes:  # only then: every other spec's fingerprint stays as it was
+                wanted[node]["volumes"] = [v.spec() for v in spec.volumes]
             if len(spec.gpus_by_node) > 1:  # whole hosts: their network, keys between nodes
                 job = cluster.environment(layout, ranks[node])  # torchrun's; the renter's win
                 job["CARDHOUR_HOSTFILE"] = cluster.HOSTFILE_PATH  # the agent writes it
@@ -179,6 +182,21 @@ class HostsBackend(Backend, Probing):
 
     def terminate(self, external_name: str) -> None:
         self.directory.unwant(external_name)
+
+    def remove_volume(self, volume_id: str, host: str, store: str | None) -> bool:
+        """Asks `host`'s agent to remove the image (a wanted task `vol-delete-<id>`); True
+        once it reported it done, and the task is no longer wanted."""
+        workload = f"vol-delete-{volume_id}"
+        found = [c for c in self.directory.containers(workload) if c.host == host and c.wanted]
+        if found and found[0].state == EXITED and found[0].report.get("exit_code") == 0:
+            self.directory.unwant(workload)
+            return True
+        if not found:
+            if host not in self._live():
+                return False  # asked again once it reports
+            task = {"kind": DELETE_TASK, "volume": {"id": volume_id, "store": store}}
+            self.directory.want(workload, 0, {host: task})
+        return False
 
     def _connection(self, wanted: list[ContainerInfo], live: dict[str, HostInfo]) -> dict[str, Any]:
         by_host = {c.host: c for c in wanted}

@@ -73,6 +73,14 @@ def launch(
         list[str] | None,
         typer.Option("--port", help="Container port to publish (repeatable; not 22)."),
     ] = None,
+    volume: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--volume",
+            help="NAME:/path: one of your volumes (`cardhour volumes`) mounted read-write "
+            "(repeatable); the instance runs where the volume is.",
+        ),
+    ] = None,
     ssh_key: Annotated[
         str | None,
         typer.Option("--ssh-key", help="OpenSSH public key, or the path of a .pub file."),
@@ -151,6 +159,7 @@ def launch(
         command=command,
         env=parse_env(env or []),
         ports=parse_ports(port or []),
+        volumes=list(volume or []),
         ssh_key=read_key(ssh_key) if ssh_key is not None else None,
         plan=plan,
         at_expiry=at_expiry,
@@ -177,6 +186,8 @@ def launch(
             out.print(f"  {key}: {value}")
         for container_port, where in inst.published.items():
             out.print(f"  port {escape(container_port)}: {escape(where)}")
+        for mount in inst.volumes:
+            out.print(f"  volume {escape(mount.volume)}: {escape(mount.path)}")
     written = inst.status == InstanceStatus.RUNNING and ssh_config.write(inst) is not None
     if written and not as_json:
         workers = len(inst.cluster.nodes) - 1 if inst.cluster is not None else 0

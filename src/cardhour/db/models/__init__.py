@@ -40,6 +40,7 @@ from cardhour.db.models.marketplace import (
     PayoutRow,
     gpu_indices,
 )
+from cardhour.db.models.storage import VolumeRow
 
 __all__ = [
     "TS",
@@ -76,5 +77,6 @@ __all__ = [
     "SshKeyRow",
     "UsageSegmentRow",
     "UserRow",
+    "VolumeRow",
     "gpu_indices",
 ]

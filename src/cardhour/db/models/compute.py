@@ -131,6 +131,9 @@ class InstanceRow(Base):
     weights: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # bare metal: whole nodes held exclusively (no other workload shares them), never containers
     bare_metal: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # where it must be placed (its volumes' data centre, and host for a host's own volume)
+    placement_dc: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    placement_host: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lease_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)

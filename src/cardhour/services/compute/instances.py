@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from cardhour.core import cluster, slurmconf
+from cardhour.core import volumes as core_volumes
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
 from cardhour.core.cluster import ClusterNode
@@ -37,6 +38,7 @@ from cardhour.services.billing import metering, pricing, wallet
 from cardhour.services.compute import capacity, placement, workload
 from cardhour.services.compute.lifecycle import COMMITTED, end_plan_if_over, switch_status
 from cardhour.services.ids import new_id
+from cardhour.services.storage import volumes
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 
@@ -65,6 +67,7 @@ class LaunchRequest:
     command: str | None = None  # the renter's workload (`workload.checked`): run by `sh -c`
     env: Mapping[str, str] = field(default_factory=dict)  # environment variables, in order
     ports: Sequence[int] = ()  # container ports to publish
+    volumes: Sequence[str | Mapping[str, str]] = ()  # the owner's volumes: `NAME:/path`
 
 
 def _validate_name(name: str | None, model_id: str) -> str:
@@ -143,6 +146,7 @@ class Launched:
 
     row: InstanceRow
     held: int
+    volumes: list[tuple[str, str]] = field(default_factory=list)  # (name, mount path)
 
 
 def create(
@@ -179,6 +183,13 @@ def launch(
     extra_key = req.ssh_key if req.ssh_key is not None and req.ssh_key.strip() else None
     ssh_key = ssh_keys.authorized_keys(session, user.id, extra_key)
     name = _validate_name(req.name, model.id)
+    mounts = core_volumes.parse_mounts(list(req.volumes))
+    if mounts and req.nodes != 1:
+        raise InvalidInput(
+            "volumes: a volume is mounted read-write by one node; a cluster's nodes cannot "
+            "share it",
+            field="volumes",
+        )
     fleet = capacity.current(session)  # the inventory's summary, not the fleet itself
     shapes = fleet.shapes
     if req.nodes != 1:
@@ -230,6 +241,7 @@ def launch(
         bare_metal=req.bare_metal,
     )
     store.add_instance(session, row)
+    attached = volumes.attach(session, user, row, mounts) if mounts else []
     store.insert_event(
         session,
         {
@@ -248,7 +260,7 @@ def launch(
         held = _hold(
             session, row, price.times(count), "one hour of this instance", now, price, new=True
         )
-    return Launched(row, held)
+    return Launched(row, held, [(v.name, v.mount_path or "") for v in attached])
 
 
 def get(session: Session, user: UserRow, id_or_name: str, lock: bool = False) -> InstanceRow:

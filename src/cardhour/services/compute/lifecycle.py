@@ -17,6 +17,7 @@ from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transitio
 from cardhour.db.models import InstanceEventRow, InstanceRow
 from cardhour.services.billing import ledger, metering, pricing, wallet
 from cardhour.services.compute import sla
+from cardhour.services.storage import volumes
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 
@@ -39,6 +40,11 @@ def switch_status(
     current = S(row.status)
     if not can_transition(current, new):
         raise InvalidTransition(f"instance {row.name} cannot go from {current} to {new}")
+    if row.placement_dc is not None:  # it mounts volumes (locked before any account)
+        if new == S.RUNNING:
+            volumes.formatted(session, row, now)
+        elif new == S.TERMINATED:
+            volumes.detach(session, row)
     end_plan_if_over(session, row, now)
     if current == S.RUNNING:
         metering.close_usage(session, row, now, pricing.history(session))

@@ -221,17 +221,22 @@ def to_request(
     count: int,
     data_centre: str | None = None,
     bare_metal: bool = False,
+    node: str | None = None,
 ) -> Request | Pending:
+    """The scheduler's request for `count` GPUs of `gpu_model` (in `data_centre`, on `node`
+    when given), or why none can express it."""
     models = frozenset({gpu_model})
     shape = shapes.get(gpu_model)
     if shape is None:  # no node has this model: the engine's filters say so ("44 wrong GPU model")
-        return Request(request_id, 0, 0, count, MILLI, models, data_centre=data_centre)
+        return Request(request_id, 0, 0, count, MILLI, models, data_centre=data_centre, node=node)
     size = shape.gpus
     if bare_metal and count % size:
         return Pending(f"bare metal takes whole nodes: ask for a multiple of {size} GPUs")
     if count <= size and not bare_metal:
         cpu, mem = shape.cpu_share(count), shape.memory_share(count)
-        return Request(request_id, cpu, mem, count, MILLI, models, data_centre=data_centre)
+        return Request(
+            request_id, cpu, mem, count, MILLI, models, data_centre=data_centre, node=node
+        )
     if count % size:
         return Pending(
             f"{count} GPUs span several nodes: ask for a multiple of {size} (whole nodes) "
@@ -249,6 +254,7 @@ def to_request(
         models,
         nodes=nodes,
         data_centre=data_centre,
+        node=node,
     )
 
 

@@ -16,9 +16,11 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
 from cardhour.core.states import InstanceStatus
+from cardhour.core.volumes import Attachment
 from cardhour.db.models import InstanceRow
 from cardhour.services.compute import workload
 from cardhour.services.compute.lifecycle import switch_status
+from cardhour.services.storage import volumes
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 
@@ -51,6 +53,7 @@ class Claim:
     ports: tuple[int, ...] = ()
     #: a cluster's nodes in rank order (a replacement takes the rank of the node it replaced)
     node_order: tuple[str, ...] = ()
+    volumes: tuple[Attachment, ...] = ()  # the volumes it mounts (`services.storage`)
 
 
 def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) -> list[Claim]:
@@ -85,6 +88,7 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
                 tuple(work.env.items()),
                 tuple(work.ports),
                 tuple(json.loads(row.node_order)) if row.node_order else (),
+                tuple(volumes.attachments(session, row)) if row.placement_dc else (),
             )
         )
     session.flush()

@@ -23,6 +23,7 @@ from cardhour.scheduler import FleetState, Pending, Placement, Scheduler, Typica
 from cardhour.services.billing import metering, pricing
 from cardhour.services.compute import capacity, fleet, placement, readiness
 from cardhour.services.compute.lifecycle import fix_price, switch_status
+from cardhour.services.storage import volumes
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 
@@ -52,8 +53,20 @@ def _bind(
     row: InstanceRow,
     catalog: Catalog,
 ) -> Placement | Pending:
-    """Bind the row on `state`: first in each data centre that caches its model weights, if it
-    asked for some, then anywhere."""
+    """Bind the row on `state`: where its volumes are, if it mounts any (their data centre,
+    their host for a host's own volume); else first in each data centre that caches its model
+    weights, if it asked for some, then anywhere."""
+    if row.placement_dc is not None:
+        request = placement.to_request(
+            shapes,
+            row.id,
+            row.gpu_model,
+            row.gpu_count,
+            row.placement_dc,
+            row.bare_metal,
+            row.placement_host,
+        )
+        return request if isinstance(request, Pending) else scheduler.bind(state, request)
     if row.weights is not None:
         for dc in catalog.dcs_with(row.weights):
             request = placement.to_request(
@@ -135,6 +148,8 @@ def run_cycle(
                 if plan.local
                 else f"copied in first (~{plan.copy_seconds} s at {catalog.weights_copy_gbps} Gb/s)"
             )
+        if row.placement_dc is not None:  # it mounts volumes
+            volumes.placed(session, row, nodes)
         switch_status(session, row, InstanceStatus.PROVISIONING, now, said)
         readiness.placed(session, row, requested, now, nodes, weights)
         result.placed.append(row.id)

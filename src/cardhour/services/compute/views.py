@@ -26,6 +26,7 @@ from cardhour.core.money import Money
 from cardhour.db.models import InstanceRow
 from cardhour.services.billing import wallet
 from cardhour.services.compute import fleet, instances, readiness, workload
+from cardhour.services.storage import volumes
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class InstanceView:
     gate: dict[str, Any] | None = None  # the nccl gate's figures, once it has any
     cluster: list[ClusterNode] = field(default_factory=list)  # while it holds nodes
     weights: WeightsView | None = None
+    volumes: list[tuple[str, str]] = field(default_factory=list)  # (volume name, mount path)
 
     @property
     def currency(self) -> str:
@@ -192,7 +194,8 @@ def _published(connection: dict[str, Any] | None) -> dict[str, str]:
 
 
 def detail(session: Session, row: InstanceRow) -> InstanceView:
-    """`summary` with the events, stages, gate figures, cluster layout and weights plan."""
+    """`summary` with the events, stages, gate figures, cluster layout, weights plan and
+    volumes."""
     stages = _stages(session, row)
     allocations = instances.allocations_of(session, row)
     return replace(
@@ -211,6 +214,9 @@ def detail(session: Session, row: InstanceRow) -> InstanceView:
         gate=next((s.detail for s in stages if s.name == "nccl_gate" and s.detail), None),
         cluster=instances.cluster_of(session, row, allocations),
         weights=_weights(row, stages),
+        volumes=[(v.name, v.mount_path or "") for v in volumes.attached_to(session, row)]
+        if row.placement_dc is not None
+        else [],
     )
 
 
@@ -225,6 +231,7 @@ def launched(launch: instances.Launched) -> InstanceView:
         detailed=True,
         events=[EventView(as_utc(row.created_at), None, row.status, instances.CREATED)],
         weights=_weights(row, []),
+        volumes=launch.volumes,
     )
 
 

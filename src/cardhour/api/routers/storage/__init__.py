@@ -1,0 +1,1 @@
+"""Routes: persistent volumes."""

@@ -1,0 +1,58 @@
+"""Persistent volumes (`/volumes`) and how a launch mounts them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+
+class VolumeMount(BaseModel):
+    """One of the launch's `volumes` as an object (the string form is `NAME:/path`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    volume: str = Field(examples=["data"])
+    path: str = Field(examples=["/data"])
+
+
+class VolumeCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        examples=["data"],
+        description="1-63 lowercase letters, digits and '-'; unique among your volumes.",
+    )
+    size: str | StrictInt = Field(
+        examples=["100G"],
+        description="Whole GiB: `100`, `100G`, `100GiB` or `2T` (1 T = 1,024 GiB), up to the "
+        "platform's largest volume. Enforced: writing past it fails with ENOSPC in the "
+        "container.",
+    )
+    data_centre: str = Field(
+        examples=["bj1"], description="Where it lives; instances mounting it run there."
+    )
+
+
+class VolumeRead(BaseModel):
+    id: str
+    name: str
+    data_centre: str
+    size_gb: int
+    state: str = Field(description="available | attached | deleting | deleted")
+    instance_id: str | None = Field(description="The instance it is attached to.")
+    mount_path: str | None
+    host: str | None = Field(
+        description="The host its data is on (null until an instance first ran with it)."
+    )
+    shared: bool = Field(
+        description="On the data centre's shared storage (any host there can mount it); "
+        "otherwise on its host's own disk, and its instances run on that host."
+    )
+    currency: str
+    price_per_gb_hour: str
+    hourly: str = Field(description="What one hour of it costs.")
+    charged: str = Field(description="Charged so far, to the micro-unit.")
+    created_at: datetime
+    deleted_at: datetime | None = None
+    reason: str | None = None

@@ -1,0 +1,1 @@
+"""`cardhour volumes`: persistent volumes."""

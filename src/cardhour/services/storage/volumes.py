@@ -1,0 +1,239 @@
+"""Persistent volumes: create, list, delete, attach to an instance at its launch, detach when
+it is terminated (docs/dev/storage.md). Everything here runs in the caller's transaction and
+calls no backend: the hosts learn what to mount from the instance's container spec, and a
+deleted volume's data is removed by the storage reconciler through its host.
+
+A volume lives in one data centre; an instance mounting it is placed there (and, for a volume
+on a host's own folder, on that host: `InstanceRow.placement_dc`, `placement_host`). It stays
+attached to the instance through stops and starts and is detached when the instance is
+terminated, so it is attached to one instance at a time. Another tenant's volume is
+indistinguishable from a missing one.
+
+Lock order: an instance's row, then its volumes' rows (in id order), then ledger accounts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from cardhour.core import volumes as core
+from cardhour.core.catalog import Catalog
+from cardhour.core.errors import Conflict, InsufficientBalance, InvalidInput, NotFound
+from cardhour.core.money import Money
+from cardhour.core.volumes import ATTACHED, AVAILABLE, DELETED, DELETING, MountRequest
+from cardhour.db.models import InstanceRow, UserRow, VolumeRow
+from cardhour.services.billing import wallet
+from cardhour.services.ids import new_id
+from cardhour.store.storage import volumes as store
+
+MAX_VOLUMES = 100  # live volumes per account
+
+
+def create(
+    session: Session,
+    catalog: Catalog,
+    user: UserRow,
+    name: str,
+    size: str | int,
+    data_centre: str,
+    now: datetime,
+) -> VolumeRow:
+    """A new, empty volume (`available`); its data is made on the first host that mounts it.
+    InvalidInput for a bad name, size or data centre; Conflict for a name the owner has;
+    InsufficientBalance when the owner's available balance does not cover an hour of it and of
+    the volumes the owner keeps."""
+    core.check_name(name)
+    size_gb = core.parse_size(size, catalog.storage.max_volume_gb)
+    dcs = [dc.id for dc in catalog.data_centres]
+    if data_centre not in dcs:
+        raise InvalidInput(
+            f"unknown data centre {data_centre!r}; data centres: {', '.join(dcs)}",
+            field="data_centre",
+        )
+    if store.name_taken(session, user.id, name):
+        raise Conflict(f"you already have a volume named {name!r}", field="name")
+    live = store.list_owned(session, user.id)
+    if len(live) >= MAX_VOLUMES:
+        raise Conflict(f"an account holds at most {MAX_VOLUMES} volumes: delete one first")
+    price = catalog.storage.price(data_centre)
+    hour = Money(core.storage_cost(size_gb, 3600, price.micros), price.currency)
+    kept = Money(
+        sum(core.storage_cost(r.size_gb, 3600, r.price_micros) for r in live), price.currency
+    )
+    available = wallet.balance(session, user.id, price.currency, now).available
+    if available < hour + kept:
+        also = f" and of the volumes you have ({kept.exact_str()})" if kept.micros else ""
+        raise InsufficientBalance(
+            f"available balance {available.floor_str()} {price.currency} does not cover one "
+            f"hour of a {size_gb} GiB volume ({hour.exact_str()} {price.currency}){also}",
+            needed=(hour + kept).exact_str(),
+            available=available.floor_str(),
+        )
+    return store.add(
+        session,
+        VolumeRow(
+            id=new_id(),
+            owner_id=user.id,
+            name=name,
+            data_centre=data_centre,
+            size_gb=size_gb,
+            state=AVAILABLE,
+            store=catalog.storage.shared_path(data_centre),
+            price_micros=price.micros,
+            currency=price.currency,
+            billed_micros=0,
+            billed_until=now,
+            created_at=now,
+        ),
+    )
+
+
+def list_for(session: Session, user: UserRow, include_deleted: bool = False) -> list[VolumeRow]:
+    return store.list_owned(session, user.id, include_deleted)
+
+
+def get(session: Session, user: UserRow, ident: str, lock: bool = False) -> VolumeRow:
+    row = store.find_owned(session, user.id, ident, lock=lock)
+    if row is None:
+        raise NotFound(f"no volume {ident!r}")
+    return row
+
+
+def delete(session: Session, user: UserRow, ident: str, now: datetime) -> VolumeRow:
+    """Ask for the volume to go: refused (Conflict) while attached. Billing ends now. A volume
+    no host ever mounted is deleted at once; one with data is `deleting` until its host removed
+    the data (the storage reconciler). Deleting a volume being deleted returns it."""
+    row = get(session, user, ident, lock=True)
+    if row.state == ATTACHED:
+        raise Conflict(
+            f"volume {row.name} is attached to an instance ({row.instance_id}): terminate "
+            "the instance first",
+            instance_id=row.instance_id,
+        )
+    if row.state == DELETING:
+        return row
+    row.delete_requested_at = now
+    if row.formatted_at is None:
+        mark_deleted(row, now, "deleted by its owner; it held no data")
+    else:
+        row.state = DELETING
+        row.reason = "deleted by its owner; its host removes the data"
+    session.flush()
+    return row
+
+
+@dataclass(frozen=True)
+class Going:
+    """A volume being deleted, as the storage reconciler removes its data."""
+
+    id: str
+    host: str | None
+    store: str | None
+
+
+def being_deleted(session: Session) -> list[Going]:
+    return [Going(r.id, r.host, r.store) for r in store.being_deleted(session)]
+
+
+def deleted(session: Session, volume_id: str, now: datetime) -> bool:
+    """Its host removed its data: the volume is `deleted` (False: it was not being deleted)."""
+    row = store.get(session, volume_id, lock=True)
+    if row is None or row.state != DELETING:
+        return False
+    mark_deleted(row, now, "deleted; its host removed the data")
+    session.flush()
+    return True
+
+
+def mark_deleted(row: VolumeRow, now: datetime, reason: str) -> None:
+    row.state = DELETED
+    row.deleted_at = now
+    row.reason = reason
+    row.instance_id = row.mount_path = None
+
+
+def attach(
+    session: Session, user: UserRow, instance: InstanceRow, mounts: list[MountRequest]
+) -> list[VolumeRow]:
+    """Attach the owner's volumes to `instance` (being launched) and pin its placement to
+    their data centre and, for a volume on a host's own folder, to that host. NotFound for a
+    volume the owner lacks; Conflict for one attached elsewhere or being deleted;
+    InvalidInput for volumes in several data centres or on several hosts."""
+    found = {m.volume: get(session, user, m.volume) for m in mounts}
+    locked = {  # in id order, the lock order of volumes
+        row.id: get(session, user, row.id, lock=True)
+        for row in sorted(found.values(), key=lambda r: r.id)
+    }
+    rows = [locked[found[m.volume].id] for m in mounts]
+    for row in rows:
+        if row.state == ATTACHED:
+            raise Conflict(
+                f"volume {row.name} is attached to another instance ({row.instance_id})",
+                field="volumes",
+            )
+        if row.state != AVAILABLE:
+            raise Conflict(f"volume {row.name} is {row.state}", field="volumes")
+    dcs = sorted({r.data_centre for r in rows})
+    if len(dcs) > 1:
+        raise InvalidInput(
+            f"volumes: these volumes are in different data centres ({', '.join(dcs)}); an "
+            "instance runs in one",
+            field="volumes",
+        )
+    hosts = sorted({r.host for r in rows if r.store is None and r.host is not None})
+    if len(hosts) > 1:
+        raise InvalidInput(
+            f"volumes: these volumes are on different hosts ({', '.join(hosts)}); an instance "
+            "runs on one",
+            field="volumes",
+        )
+    for row, mount in zip(rows, mounts, strict=True):
+        row.state = ATTACHED
+        row.instance_id = instance.id
+        row.mount_path = mount.path
+    if dcs:
+        instance.placement_dc = dcs[0]
+    if hosts:
+        instance.placement_host = hosts[0]
+    session.flush()
+    return rows
+
+
+def placed(session: Session, instance: InstanceRow, nodes: list[str]) -> None:
+    """The instance was placed on `nodes`: its volumes on no host yet live on its first node
+    from now on (a shared store's too: that host removes the data on delete)."""
+    for row in store.attached_to(session, instance.id, lock=True):
+        if row.host is None or row.store is not None:
+            row.host = nodes[0]
+
+
+def detach(session: Session, instance: InstanceRow) -> None:
+    """The instance is terminated: its volumes are free for another instance."""
+    for row in store.attached_to(session, instance.id, lock=True):
+        row.state = AVAILABLE
+        row.instance_id = row.mount_path = None
+
+
+def formatted(session: Session, instance: InstanceRow, now: datetime) -> None:
+    """The instance ran: its volumes hold data from now on (a missing image is an error)."""
+    for row in store.attached_to(session, instance.id, lock=True):
+        if row.formatted_at is None:
+            row.formatted_at = now
+
+
+def attached_to(session: Session, instance: InstanceRow) -> list[VolumeRow]:
+    """The volumes attached to the instance, by mount path."""
+    return sorted(store.attached_to(session, instance.id), key=lambda r: r.mount_path or "")
+
+
+def attachments(session: Session, instance: InstanceRow) -> list[core.Attachment]:
+    """What the instance's containers mount, as the hosts backend passes it on."""
+    return [
+        core.Attachment(
+            row.id, row.size_gb, row.mount_path or "/data", row.store, row.formatted_at is not None
+        )
+        for row in store.attached_to(session, instance.id)
+    ]

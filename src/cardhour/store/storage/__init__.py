@@ -1,0 +1,1 @@
+"""Queries on persistent volumes (flush, never commit)."""

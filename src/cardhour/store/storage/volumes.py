@@ -1,0 +1,78 @@
+"""Volumes by owner, by instance, by state."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cardhour.core.volumes import ATTACHED, DELETED, DELETING
+from cardhour.db.models import VolumeRow
+
+
+def add(session: Session, row: VolumeRow) -> VolumeRow:
+    session.add(row)
+    session.flush()
+    return row
+
+
+def list_owned(session: Session, owner_id: str, include_deleted: bool = False) -> list[VolumeRow]:
+    stmt = select(VolumeRow).where(VolumeRow.owner_id == owner_id)
+    if not include_deleted:
+        stmt = stmt.where(VolumeRow.state != DELETED)
+    return list(session.scalars(stmt.order_by(VolumeRow.created_at, VolumeRow.name)))
+
+
+def find_owned(session: Session, owner_id: str, ident: str, lock: bool = False) -> VolumeRow | None:
+    """The owner's live (not deleted) volume whose id or name is `ident`."""
+    stmt = select(VolumeRow).where(VolumeRow.owner_id == owner_id, VolumeRow.state != DELETED)
+    if lock:
+        stmt = stmt.with_for_update().execution_options(populate_existing=True)
+    for column in (VolumeRow.id, VolumeRow.name):
+        row = session.scalars(stmt.where(column == ident)).first()
+        if row is not None:
+            return row
+    return None
+
+
+def name_taken(session: Session, owner_id: str, name: str) -> bool:
+    stmt = select(VolumeRow.id).where(
+        VolumeRow.owner_id == owner_id, VolumeRow.name == name, VolumeRow.state != DELETED
+    )
+    return session.scalars(stmt).first() is not None
+
+
+def attached_to(session: Session, instance_id: str, lock: bool = False) -> list[VolumeRow]:
+    """The volumes attached to the instance, in id order (the lock order)."""
+    stmt = select(VolumeRow).where(
+        VolumeRow.instance_id == instance_id, VolumeRow.state == ATTACHED
+    )
+    return list(session.scalars(stmt.order_by(VolumeRow.id)))
+
+
+def get(session: Session, volume_id: str, lock: bool = False) -> VolumeRow | None:
+    stmt = select(VolumeRow).where(VolumeRow.id == volume_id)
+    return session.scalars(stmt.with_for_update() if lock else stmt).first()
+
+
+def being_deleted(session: Session) -> list[VolumeRow]:
+    stmt = select(VolumeRow).where(VolumeRow.state == DELETING)
+    return list(session.scalars(stmt.order_by(VolumeRow.delete_requested_at)))
+
+
+def lock(session: Session, ids: list[str]) -> list[VolumeRow]:
+    """The volumes of `ids`, locked in id order (the lock order of volumes)."""
+    if not ids:
+        return []
+    stmt = select(VolumeRow).where(VolumeRow.id.in_(ids)).order_by(VolumeRow.id)
+    # fresh from the database: an unlocked read of this transaction may hold them already
+    locked = stmt.with_for_update().execution_options(populate_existing=True)
+    return list(session.scalars(locked))
+
+
+def billable(session: Session) -> list[VolumeRow]:
+    """Volumes whose charge may still grow: not asked to go, or asked with time not charged."""
+    stmt = select(VolumeRow).where(
+        VolumeRow.delete_requested_at.is_(None)
+        | (VolumeRow.billed_until < VolumeRow.delete_requested_at)
+    )
+    return list(session.scalars(stmt.order_by(VolumeRow.id)))

@@ -1,0 +1,243 @@
+"""Persistent volumes over the REST API on the simulated fleet (both databases): create, list,
+delete, attach at launch, one instance at a time, placement where the volume is, the charge
+for the GB-hours kept, and a clear 4xx for every bad input (docs/dev/storage.md)."""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+
+import pytest
+from sqlalchemy import select
+
+from cardhour.db.engine import transaction
+from cardhour.db.models import LedgerTransferRow
+from cardhour.services.billing import ledger
+from tests.conftest import Api
+
+PRICE = Decimal("0.0003")  # the demo fleet's CNY per GB-hour
+
+
+def _create(api: Api, headers: dict[str, str], **body: object) -> dict:
+    r = api.client.post(
+        "/api/v1/volumes", headers=headers, json={"size": "10G", "data_centre": "bj1", **body}
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _launch(api: Api, headers: dict[str, str], **body: object) -> dict:
+    r = api.client.post("/api/v1/instances", headers=headers, json={"gpu": "H100", **body})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _converge(api: Api) -> None:
+    """Placed, then booted (the simulator takes its time) or released."""
+    api.settle()
+    api.settle(30)
+
+
+def _error(r: object, status: int, code: str) -> str:
+    assert r.status_code == status, r.text  # type: ignore[attr-defined]
+    error = r.json()["error"]  # type: ignore[attr-defined]
+    assert error["code"] == code, error
+    return str(error["message"])
+
+
+def _posted(api: Api, volume_id: str) -> Decimal:
+    """What the ledger's `storage` transfers for the volume add up to."""
+    with transaction(api.platform.sessions) as s:
+        rows = s.scalars(
+            select(LedgerTransferRow).where(
+                LedgerTransferRow.kind == "storage", LedgerTransferRow.ref == volume_id
+            )
+        ).all()
+        return Decimal(sum(r.amount for r in rows)) / 1_000_000
+
+
+def _exact(size_gb: int, seconds: int) -> str:
+    cost = Decimal(size_gb) * seconds * PRICE / 3600
+    return str(cost.quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP))
+
+
+def test_create_list_show_delete_and_the_charge_for_the_time_kept(api: Api) -> None:
+    headers = api.signup()
+    made = _create(api, headers, name="data", size="100G")
+    assert (made["size_gb"], made["state"], made["data_centre"]) == (100, "available", "bj1")
+    assert (made["price_per_gb_hour"], made["hourly"]) == ("0.000300", "0.030000")
+    assert made["shared"] is False and made["host"] is None
+    assert [v["name"] for v in api.client.get("/api/v1/volumes", headers=headers).json()] == [
+        "data"
+    ]
+    assert api.client.get("/api/v1/volumes/data", headers=headers).json()["id"] == made["id"]
+    by_id = api.client.get(f"/api/v1/volumes/{made['id']}", headers=headers).json()
+    assert by_id["name"] == "data"
+
+    api.settle(3600 + 17)  # an hour and 17 s: charged to the micro-unit, rounded half up
+    shown = api.client.get("/api/v1/volumes/data", headers=headers).json()
+    assert shown["charged"] == _exact(100, 3617)
+    assert _posted(api, made["id"]) == Decimal(_exact(100, 3617))  # from the trial credit
+
+    api.clock.advance(42)
+    r = api.client.delete("/api/v1/volumes/data", headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "deleted"  # it never held data: gone at once
+    api.settle(3600)  # billing ended at the delete: the last 42 s charged, nothing after
+    gone = api.client.get("/api/v1/volumes?all=true", headers=headers).json()
+    assert [(v["name"], v["state"], v["charged"]) for v in gone] == [
+        ("data", "deleted", _exact(100, 3659))
+    ]
+    assert _posted(api, made["id"]) == Decimal(_exact(100, 3659))
+    assert api.client.get("/api/v1/volumes", headers=headers).json() == []
+    assert api.client.get("/api/v1/volumes/data", headers=headers).status_code == 404
+    _create(api, headers, name="data")  # the name is free again
+    with transaction(api.platform.sessions) as s:
+        check = ledger.verify(s)
+    assert check.balanced, check.problems
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "said"),
+    [
+        ({"size": "0G"}, 422, "invalid_input", "at least 1 GiB"),
+        ({"size": 0}, 422, "invalid_input", "at least 1 GiB"),
+        ({"size": "-5G"}, 422, "invalid_input", "bad size"),
+        ({"size": -5}, 422, "invalid_input", "bad size"),
+        ({"size": "lots"}, 422, "invalid_input", "bad size"),
+        ({"size": "1.5G"}, 422, "invalid_input", "bad size"),
+        ({"size": "11T"}, 422, "invalid_input", "largest volume (10240 GiB)"),
+        ({"size": True}, 422, "invalid_input", ""),
+        ({"data_centre": "mars1"}, 422, "invalid_input", "unknown data centre 'mars1'"),
+        ({"name": "Data_1"}, 422, "invalid_input", "bad volume name"),
+        ({"colour": "red"}, 422, "invalid_input", ""),
+    ],
+)
+def test_bad_input_is_a_clear_4xx(
+    api: Api, body: dict[str, object], status: int, code: str, said: str
+) -> None:
+    headers = api.signup()
+    r = api.client.post(
+        "/api/v1/volumes",
+        headers=headers,
+        json={"name": "data", "size": "10G", "data_centre": "bj1", **body},
+    )
+    assert said in _error(r, status, code)
+    assert api.client.get("/api/v1/volumes", headers=headers).json() == []
+
+
+def test_names_balance_and_other_tenants(api: Api) -> None:
+    ada, bob = api.signup(), api.signup()
+    mine = _create(api, ada, name="data")
+    assert "already have a volume" in _error(
+        api.client.post(
+            "/api/v1/volumes", headers=ada, json={"name": "data", "size": 1, "data_centre": "wh1"}
+        ),
+        409,
+        "conflict",
+    )
+    # 10 TiB for an hour is 3.072 CNY: the 10 CNY trial covers three at once, not a fourth
+    big = {"size": "10T", "data_centre": "bj1"}
+    for i in range(3):
+        _create(api, bob, name=f"big{i}", **big)
+    r = api.client.post("/api/v1/volumes", headers=bob, json={"name": "big3", **big})
+    assert "does not cover one hour of a 10240 GiB volume" in _error(r, 402, "insufficient_balance")
+    for ident in ("data", mine["id"]):  # another tenant's volume is a missing one
+        assert api.client.get(f"/api/v1/volumes/{ident}", headers=bob).status_code == 404
+        assert api.client.delete(f"/api/v1/volumes/{ident}", headers=bob).status_code == 404
+    r = api.client.post(
+        "/api/v1/instances", headers=bob, json={"gpu": "H100", "volumes": ["data:/data"]}
+    )
+    assert "no volume 'data'" in _error(r, 404, "not_found")
+    assert api.client.get("/api/v1/volumes/data", headers=ada).json()["state"] == "available"
+
+
+def test_an_instance_runs_where_its_volume_is_and_holds_it_until_terminated(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "100")
+    _create(api, headers, name="data", data_centre="wh1")
+    a = _launch(api, headers, name="a", volumes=["data:/data"])
+    assert a["volumes"] == [{"volume": "data", "path": "/data"}]
+    _converge(api)
+    shown = api.client.get("/api/v1/instances/a", headers=headers).json()
+    assert shown["status"] == "running" and shown["data_centre"] == "wh1"
+    assert shown["volumes"] == [{"volume": "data", "path": "/data"}]
+    volume = api.client.get("/api/v1/volumes/data", headers=headers).json()
+    assert (volume["state"], volume["instance_id"], volume["mount_path"]) == (
+        "attached",
+        a["id"],
+        "/data",
+    )
+    assert volume["host"] == shown["nodes"][0]
+
+    r = api.client.post(
+        "/api/v1/instances", headers=headers, json={"gpu": "H100", "volumes": ["data:/work"]}
+    )
+    assert "attached to another instance" in _error(r, 409, "conflict")
+    assert "terminate the instance first" in _error(
+        api.client.delete("/api/v1/volumes/data", headers=headers), 409, "conflict"
+    )
+    # a stop keeps it attached (the start gets it back); a terminate frees it
+    assert api.client.post("/api/v1/instances/a/stop", headers=headers).status_code == 200
+    _converge(api)
+    volume = api.client.get("/api/v1/volumes/data", headers=headers).json()
+    assert volume["state"] == "attached"
+    assert api.client.delete("/api/v1/instances/a", headers=headers).status_code == 200
+    _converge(api)
+    assert api.client.get("/api/v1/volumes/data", headers=headers).json()["state"] == "available"
+
+    b = _launch(api, headers, name="b", volumes=[{"volume": "data", "path": "/data"}])
+    _converge(api)
+    assert api.client.get("/api/v1/instances/b", headers=headers).json()["data_centre"] == "wh1"
+    assert api.client.delete("/api/v1/instances/b", headers=headers).status_code == 200
+    _converge(api)
+    r = api.client.delete("/api/v1/volumes/data", headers=headers)
+    assert r.json()["state"] == "deleting"  # it held data: its host removes it
+    _converge(api)  # the simulator keeps no data: the storage reconciler finishes at once
+    gone = api.client.get("/api/v1/volumes?all=true", headers=headers).json()
+    assert [(v["state"], v["reason"]) for v in gone] == [
+        ("deleted", "deleted; its host removed the data")
+    ]
+    assert b["id"]
+
+
+@pytest.mark.parametrize(
+    ("volumes", "status", "code", "said"),
+    [
+        (["data"], 422, "invalid_input", "is not NAME:/path"),
+        (["data:data"], 422, "invalid_input", "bad mount path"),
+        (["data:/etc"], 422, "invalid_input", "/etc is a system path"),
+        (["data:/root/.ssh/keys"], 422, "invalid_input", "system path"),
+        (["data:/a/../b"], 422, "invalid_input", "bad mount path"),
+        (["data:/data", "data:/other"], 422, "invalid_input", "listed twice"),
+        (["data:/data", "far:/data"], 422, "invalid_input", "/data is used twice"),
+        (["data:/data", "far:/far"], 422, "invalid_input", "different data centres"),
+        ([f"v{i}:/v{i}" for i in range(9)], 422, "invalid_input", "at most 8"),
+        (["nope:/data"], 404, "not_found", "no volume 'nope'"),
+    ],
+)
+def test_bad_mounts_are_refused_and_attach_nothing(
+    api: Api, volumes: list[str], status: int, code: str, said: str
+) -> None:
+    headers = api.signup()
+    api.top_up(headers, "100")
+    _create(api, headers, name="data")
+    _create(api, headers, name="far", data_centre="wh1")
+    r = api.client.post(
+        "/api/v1/instances", headers=headers, json={"gpu": "H100", "volumes": volumes}
+    )
+    assert said in _error(r, status, code)
+    listed = api.client.get("/api/v1/volumes", headers=headers).json()
+    assert {v["state"] for v in listed} == {"available"}
+    assert api.client.get("/api/v1/instances", headers=headers).json() == []
+
+
+def test_a_cluster_cannot_share_a_volume(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "1000")
+    _create(api, headers, name="data")
+    r = api.client.post(
+        "/api/v1/instances",
+        headers=headers,
+        json={"gpu": "H100", "count": 8, "nodes": 2, "volumes": ["data:/data"]},
+    )
+    assert "cannot share it" in _error(r, 422, "invalid_input")
