@@ -26,7 +26,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from cardhour.core.volumes import DELETE_TASK
+from cardhour.core.storage.volumes import DELETE_TASK
 from cardhour.runtime.base import RuntimeFailure
 
 log = logging.getLogger("cardhour.agent")

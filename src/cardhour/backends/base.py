@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from cardhour.core.storage.volumes import Attachment
 from cardhour.core.topology import NodeSpec
-from cardhour.core.volumes import Attachment
 
 
 class BackendError(Exception):

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from cardhour.core.errors import InvalidInput, NotFound
 from cardhour.core.gpus import GpuModel, resolve_model
 from cardhour.core.money import Money
+from cardhour.core.storage.volumes import Storage, StorageFile
 from cardhour.core.topology import DataCentre, NodeSpec
-from cardhour.core.volumes import Storage, StorageFile
 from cardhour.core.workload import oci
 
 HOURS_PER_MONTH = 720  # the monthly plan is 30 days
@@ -123,7 +123,7 @@ class CatalogFile(_Strict):
     # registries renters may run their own images from (`docker.io`,
     # `registry.example.com/team`); empty: only the catalog's images
     registries: list[str] = []
-    storage: StorageFile = StorageFile()  # persistent volumes (`core.volumes`)
+    storage: StorageFile = StorageFile()  # persistent volumes (`core.storage.volumes`)
 
     @field_validator("registries")
     @classmethod

@@ -15,7 +15,7 @@ from pydantic_core import PydanticCustomError
 from cardhour.api.schemas.billing import QuoteRead
 from cardhour.api.schemas.storage import VolumeMount
 from cardhour.core.errors import InvalidInput
-from cardhour.core.volumes import MAX_MOUNTS
+from cardhour.core.storage.volumes import MAX_MOUNTS
 from cardhour.core.workload import spec
 
 T = TypeVar("T")

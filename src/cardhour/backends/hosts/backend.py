@@ -36,8 +36,8 @@ from cardhour.core import cluster
 from cardhour.core.catalog import Catalog
 from cardhour.core.hosts import EXITED, FAILED, RUNNING, ContainerInfo, HostInfo, node_spec, share
 from cardhour.core.readiness import modelled as reports
+from cardhour.core.storage.volumes import DELETE_TASK
 from cardhour.core.topology import NodeSpec
-from cardhour.core.volumes import DELETE_TASK
 
 MAX_CACHED_SPECS = 100_000
 

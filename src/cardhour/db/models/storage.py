@@ -36,7 +36,7 @@ class VolumeRow(Base):
     name: Mapped[str] = mapped_column(String(64))
     data_centre: Mapped[str] = mapped_column(String(32))
     size_gb: Mapped[int] = mapped_column(Integer)
-    # available | attached | deleting | deleted (`core.volumes`)
+    # available | attached | deleting | deleted (`core.storage.volumes`)
     state: Mapped[str] = mapped_column(String(16))
     # the data centre's shared storage path it lives on; None: a host's own volume folder
     store: Mapped[str | None] = mapped_column(Text, nullable=True)

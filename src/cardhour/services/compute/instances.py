@@ -16,7 +16,6 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from cardhour.core import cluster, slurmconf
-from cardhour.core import volumes as core_volumes
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
 from cardhour.core.cluster import ClusterNode
@@ -32,6 +31,7 @@ from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money
 from cardhour.core.slurmconf import SlurmFiles
 from cardhour.core.states import InstanceStatus, Plan
+from cardhour.core.storage import volumes as core_volumes
 from cardhour.db.models import AllocationRow, InstanceEventRow, InstanceRow, UserRow
 from cardhour.services.accounts import ssh_keys
 from cardhour.services.billing import metering, pricing, wallet

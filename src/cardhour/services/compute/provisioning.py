@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
 from cardhour.core.states import InstanceStatus
-from cardhour.core.volumes import Attachment
+from cardhour.core.storage.volumes import Attachment
 from cardhour.db.models import InstanceRow
 from cardhour.services.compute import workload
 from cardhour.services.compute.lifecycle import switch_status

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
-from cardhour.core.volumes import storage_cost
+from cardhour.core.storage.volumes import storage_cost
 from cardhour.db.models import VolumeRow
 from cardhour.services.billing import ledger, wallet
 from cardhour.store.storage import volumes as store

@@ -19,11 +19,11 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from cardhour.core import volumes as core
 from cardhour.core.catalog import Catalog
 from cardhour.core.errors import Conflict, InsufficientBalance, InvalidInput, NotFound
 from cardhour.core.money import Money
-from cardhour.core.volumes import ATTACHED, AVAILABLE, DELETED, DELETING, MountRequest
+from cardhour.core.storage import volumes as core
+from cardhour.core.storage.volumes import ATTACHED, AVAILABLE, DELETED, DELETING, MountRequest
 from cardhour.db.models import InstanceRow, UserRow, VolumeRow
 from cardhour.services.billing import wallet
 from cardhour.services.ids import new_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cardhour.core.volumes import ATTACHED, DELETED, DELETING
+from cardhour.core.storage.volumes import ATTACHED, DELETED, DELETING
 from cardhour.db.models import VolumeRow
 
 

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends
 from cardhour.api import schemas
 from cardhour.api.deps import Ctx, get_ctx
 from cardhour.core.money import Money
-from cardhour.core.volumes import storage_cost
+from cardhour.core.storage.volumes import storage_cost
 from cardhour.db.models import VolumeRow
 from cardhour.services.storage import volumes
 

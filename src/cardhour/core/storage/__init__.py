@@ -1,0 +1,1 @@
+"""Storage, the pure part: persistent volumes."""
