@@ -241,3 +241,43 @@ def test_a_cluster_cannot_share_a_volume(api: Api) -> None:
         json={"gpu": "H100", "count": 8, "nodes": 2, "volumes": ["data:/data"]},
     )
     assert "cannot share it" in _error(r, 422, "invalid_input")
+
+
+def test_statements_have_a_line_per_volume_and_month_that_adds_up_exactly(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "50")
+    api.clock.advance(123)  # created at 00:02:03 on 1 January
+    made = _create(api, headers, name="data", size="250G")
+    january = 31 * 86400 - 123
+    api.settle(january - 3600)
+    api.settle(3600 + 7 * 86400 + 11)  # across the month boundary, into February
+    jan = api.client.get("/api/v1/statements/2026-01", headers=headers).json()
+    feb = api.client.get("/api/v1/statements/2026-02", headers=headers).json()
+    [line] = jan["storage_lines"]
+    assert (line["volume_name"], line["size_gb"], line["gb_seconds"], line["kept"]) == (
+        "data", 250, 250 * january, False
+    )  # fmt: skip
+    assert line["amount"] == _exact(250, january) == jan["storage_total"]
+    assert line["rate_per_gb_hour"] == "0.000300"
+    [later] = feb["storage_lines"]
+    assert later["kept"] is True and later["gb_seconds"] == 250 * (7 * 86400 + 11)
+    whole = Decimal(line["amount"]) + Decimal(later["amount"])
+    assert whole == Decimal(_exact(250, january + 7 * 86400 + 11))
+    api.settle(60)  # charged to now: the lines of both months add up to what the ledger holds
+    feb = api.client.get("/api/v1/statements/2026-02", headers=headers).json()
+    assert Decimal(line["amount"]) + Decimal(feb["storage_total"]) == _posted(api, made["id"])
+    for st in (jan, feb):
+        charged = Decimal(st["charged"])
+        assert sum(Decimal(v) for v in st["paid_from"].values()) == charged
+        assert -Decimal(st["movements"]["storage_charged"]) == charged  # no GPU usage here
+        assert Decimal(st["total"]) == Decimal(st["storage_total"])
+        opening, closing = Decimal(st["opening"]["total"]), Decimal(st["closing"]["total"])
+        assert closing - opening == Decimal(st["movements"]["total"])
+    csv = api.client.get("/api/v1/statements/2026-01?format=csv", headers=headers)
+    assert csv.status_code == 200, csv.text
+    rows = [r.split(",") for r in csv.text.splitlines()]
+    header = rows[0]
+    storage = [dict(zip(header, r, strict=True)) for r in rows[1:] if r[1] == "storage"]
+    assert [(r["volume_name"], r["gb_seconds"], r["amount"]) for r in storage] == [
+        ("data", str(250 * january), line["amount"])
+    ]

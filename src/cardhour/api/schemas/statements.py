@@ -25,6 +25,19 @@ class UsageLineRead(BaseModel):
     running: bool = Field(description="Includes usage up to now that is not final yet.")
 
 
+class StorageLineRead(BaseModel):
+    volume_id: str
+    volume_name: str
+    data_centre: str
+    size_gb: int
+    gb_seconds: int = Field(description="GB-seconds kept in the month.")
+    rate_per_gb_hour: str
+    amount: str = Field(description="What this time adds to the volume's charge.")
+    started_at: datetime
+    ended_at: datetime
+    kept: bool = Field(description="Still kept: the line grows until deletion or month end.")
+
+
 class PlanLineRead(BaseModel):
     instance_id: str
     instance_name: str
@@ -51,6 +64,7 @@ class MovementsRead(BaseModel):
     usage_charged: str = Field(description="Negative.")
     plan_charged: str = Field(description="Negative.")
     plan_refunds: str
+    storage_charged: str = Field(description="Negative.")
     other: str
     total: str
 
@@ -63,10 +77,14 @@ class StatementRead(BaseModel):
     complete: bool = Field(description="The month is over: its usage lines are final.")
     usage_lines: list[UsageLineRead] = Field(description="Usage in the month (accrued).")
     plan_lines: list[PlanLineRead] = Field(description="Plan charges posted in the month.")
+    storage_lines: list[StorageLineRead] = Field(
+        default_factory=list, description="Volumes kept in the month (accrued)."
+    )
     usage_total: str
     plan_total: str
-    total: str = Field(description="usage_total + plan_total.")
-    charged: str = Field(description="Usage and plan charges posted in the month.")
+    storage_total: str
+    total: str = Field(description="usage_total + plan_total + storage_total.")
+    charged: str = Field(description="Usage, plan and storage charges posted in the month.")
     paid_from: dict[str, str] = Field(
         description="What paid `charged`, per credit kind and cash (holds by what funded them)."
     )

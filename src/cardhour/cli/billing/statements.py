@@ -47,7 +47,8 @@ def usage(
         st = client.statement(month or "current")
     if as_json:
         keep = {"month", "currency", "period_start", "period_end", "complete", "usage_lines",
-                "plan_lines", "usage_total", "plan_total", "total"}  # fmt: skip
+                "plan_lines", "storage_lines", "usage_total", "plan_total", "storage_total",
+                "total"}  # fmt: skip
         typer.echo(json.dumps(st.model_dump(mode="json", include=keep), indent=2))
         return
     _heading(st)
@@ -102,7 +103,7 @@ def _heading(st: StatementRead) -> None:
 
 
 def _lines(st: StatementRead) -> None:
-    if not st.usage_lines and not st.plan_lines:
+    if not st.usage_lines and not st.plan_lines and not st.storage_lines:
         out.print("no usage in this month")
         return
     if st.usage_lines:
@@ -136,6 +137,22 @@ def _lines(st: StatementRead) -> None:
                 money(p.amount),
             )
         out.print(table)
+    if st.storage_lines:
+        table = Table(box=None, header_style="bold")
+        for column in ("VOLUME", "SIZE", "WHERE", "GB-HOURS", "PER GB-HOUR", "AMOUNT"):
+            table.add_column(
+                column, no_wrap=True, justify="right" if column[0] in "GPA" else "left"
+            )
+        for v in st.storage_lines:
+            table.add_row(
+                escape(v.volume_name) + (" [yellow](kept)[/]" if v.kept else ""),
+                f"{v.size_gb} GiB",
+                escape(v.data_centre),
+                card_hours(v.gb_seconds),
+                v.rate_per_gb_hour,
+                money(v.amount),
+            )
+        out.print(table)
 
 
 def _pairs(rows: list[tuple[str, str]]) -> Table:
@@ -151,6 +168,8 @@ def _totals(st: StatementRead) -> None:
     rows = [("usage", st.usage_total)]
     if st.plan_lines:
         rows.append(("monthly plans", st.plan_total))
+    if st.storage_lines:
+        rows.append(("volumes", st.storage_total))
     rows.append(("total", st.total))
     out.print(_pairs(rows))
 
@@ -170,7 +189,7 @@ def _balances(st: StatementRead) -> None:
     rows += [(f"  {k.replace('_', ' ')} expired", v) for k, v in m.credits_expired.items()]
     rows.append(("  usage charged", m.usage_charged))
     for label, amount in (("plans charged", m.plan_charged), ("plan refunds", m.plan_refunds),
-                          ("other", m.other)):  # fmt: skip
+                          ("volumes charged", m.storage_charged), ("other", m.other)):  # fmt: skip
         if Money.parse(amount).micros:
             rows.append((f"  {label}", amount))
     rows.append(("closing balance", st.closing.total))

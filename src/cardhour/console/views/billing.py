@@ -78,6 +78,7 @@ def statement_rows(st: Statement) -> dict[str, Any]:
         ("Usage charged", m.usage_charged),
         ("Plans charged", m.plan_charged),
         ("Plan refunds", m.plan_refunds),
+        ("Volumes charged", m.storage_charged),
         ("Other", m.other),
     ]
     return {
@@ -107,8 +108,21 @@ def statement_rows(st: Statement) -> dict[str, Any]:
             }
             for p in st.plan_lines
         ],
+        "storage_lines": [
+            {
+                "name": v.volume_name,
+                "size": f"{v.size_gb} GiB",
+                "where": v.data_centre,
+                "gb_hours": statements.card_hours(v.gb_seconds),
+                "rate": v.price.exact_str(),
+                "amount": v.amount.display(),
+                "kept": v.kept,
+            }
+            for v in st.storage_lines
+        ],
         "usage_total": st.usage_total.display(),
         "plan_total": st.plan_total.display(),
+        "storage_total": st.storage_total.display(),
         "total": st.total.display(),
         "paid_from": [(k.replace("_", " "), v.display()) for k, v in st.paid_from.items()],
         "charged": st.charged.display(),

@@ -23,6 +23,7 @@ from cardhour.store.billing import statements as store
 
 _FAR = datetime.max.replace(tzinfo=UTC)
 PLAN, PLAN_REFUND, USAGE = "plan", "plan_refund", "usage"
+STORAGE = "storage"  # volumes kept (`services.storage.charges`)
 PAID_FROM_ORDER = (*CREDIT_KINDS, CASH)
 
 
@@ -61,6 +62,7 @@ class Movements:
     plan_charged: Money  # ≤ 0
     plan_refunds: Money
     other: Money
+    storage_charged: Money  # ≤ 0
 
     def items(self) -> list[tuple[str, Money]]:
         """(name, amount) for every movement; they sum to closing − opening."""
@@ -71,6 +73,7 @@ class Movements:
             ("usage_charged", self.usage_charged),
             ("plan_charged", self.plan_charged),
             ("plan_refunds", self.plan_refunds),
+            ("storage_charged", self.storage_charged),
             ("other", self.other),
         ]
         return rows
@@ -117,7 +120,7 @@ def movements(
             granted[t.kind] += effect
         elif t.kind == "credit_expiry" and t.debit_account_id in accounts:
             expired[accounts[t.debit_account_id].kind] += effect
-        elif t.kind in ("top_up", USAGE, PLAN, PLAN_REFUND):
+        elif t.kind in ("top_up", USAGE, PLAN, PLAN_REFUND, STORAGE):
             sums[t.kind] += effect
         else:
             sums["other"] += effect
@@ -133,6 +136,7 @@ def movements(
         plan_charged=money(sums[PLAN]),
         plan_refunds=money(sums[PLAN_REFUND]),
         other=money(sums["other"]),
+        storage_charged=money(sums[STORAGE]),
     )
 
 
@@ -184,7 +188,7 @@ def paid_from(
     paid: dict[str, int] = defaultdict(int)
     holds: set[int] = set()
     for t in transfers:
-        if t.kind not in (USAGE, PLAN) or t.debit_account_id not in accounts:
+        if t.kind not in (USAGE, PLAN, STORAGE) or t.debit_account_id not in accounts:
             continue
         source = accounts[t.debit_account_id]
         if source.kind == HOLD:

@@ -11,6 +11,10 @@ Two clocks, on purpose:
   Usage is posted on a cadence (about a minute), so the last minute of a month is usually posted
   in the next one, and the current month's usage lines include usage not posted yet.
   Plan lines are the `plan`/`plan_refund` transfers posted in the month.
+- **Storage lines are volumes kept *in* the month** (accrual, like usage): one per volume, the
+  GB-seconds from its creation (or the month's start) to its deletion request (or the month's
+  end, or `now`), `services.storage.charges.storage_lines`; a volume's lines over all months
+  sum to exactly what the ledger charges it.
 
 Balances (cash, credits, held) are recomputed from the transfers posted before the month's start
 (opening) and before its end (closing; for the month in progress that is "now"), and
@@ -21,7 +25,8 @@ Paid from: each `usage` or `plan` transfer posted in the month counts against th
 came from. What an instance's hold pays counts against the accounts that funded the hold, taken
 in the wallet's spending order (credits by priority, soonest expiry, then cash), as
 `wallet.release_hold` documents (it gives back what is left from the other end), so
-`sum(paid_from) == usage_charged + plan_charged` every month.
+`sum(paid_from) == usage_charged + plan_charged + storage_charged` every month (storage is
+drawn directly from credits and cash, never from a hold).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import csv
 import io
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -53,6 +58,7 @@ from cardhour.services.billing.statement_ledger import (
     Movements,
     PlanLine,
 )
+from cardhour.services.storage.charges import StorageLine, storage_lines
 from cardhour.store.billing import ledger as ledger_store
 from cardhour.store.billing import statements as store
 
@@ -114,6 +120,7 @@ class Statement:
     # in `charged`, which is what the owner's own accounts paid) and the card time it took
     paid_by_grants: Money | None = None
     grant_milli_gpu_seconds: int = 0
+    storage_lines: list[StorageLine] = field(default_factory=list)  # volumes kept in the month
 
     @property
     def usage_total(self) -> Money:
@@ -124,14 +131,19 @@ class Statement:
         return sum((line.amount for line in self.plan_lines), Money.zero(self.currency))
 
     @property
+    def storage_total(self) -> Money:
+        return sum((line.amount for line in self.storage_lines), Money.zero(self.currency))
+
+    @property
     def total(self) -> Money:
-        """Usage in the month plus plan charges less refunds posted in it."""
-        return self.usage_total + self.plan_total
+        """Usage and storage in the month plus plan charges less refunds posted in it."""
+        return self.usage_total + self.plan_total + self.storage_total
 
     @property
     def charged(self) -> Money:
-        """Usage and plan charges posted in the month (what `paid_from` splits)."""
-        return -(self.movements.usage_charged + self.movements.plan_charged)
+        """Usage, plan and storage charges posted in the month (what `paid_from` splits)."""
+        m = self.movements
+        return -(m.usage_charged + m.plan_charged + m.storage_charged)
 
     @property
     def credits_used(self) -> Money:
@@ -182,6 +194,7 @@ def statement(
         generated_at=now,
         paid_by_grants=Money(grants.get(currency, 0), currency),
         grant_milli_gpu_seconds=grants.get(CARD_TIME_UNIT, 0),
+        storage_lines=storage_lines(session, user_id, start, end, now),
     )
 
 
@@ -275,7 +288,8 @@ def _usage_lines(
 
 CSV_COLUMNS = (
     "month", "type", "description", "instance_id", "instance_name", "gpu_model", "data_centre",
-    "gpu_count", "card_seconds", "rate_per_card_hour", "amount", "currency",
+    "gpu_count", "card_seconds", "rate_per_card_hour", "amount", "currency", "volume_id",
+    "volume_name", "size_gb", "gb_seconds", "rate_per_gb_hour",
 )  # fmt: skip
 
 
@@ -301,12 +315,17 @@ def to_csv(st: Statement) -> str:
         row(p.kind, f"posted {p.posted_at:%Y-%m-%d %H:%M:%S} UTC", p.amount,
             instance_id=p.instance_id, instance_name=p.instance_name, gpu_model=p.gpu_model,
             gpu_count=p.gpu_count)  # fmt: skip
+    for v in st.storage_lines:
+        row("storage", "kept (to now)" if v.kept else "", v.amount, volume_id=v.volume_id,
+            volume_name=v.volume_name, data_centre=v.data_centre, size_gb=v.size_gb,
+            gb_seconds=v.gb_seconds, rate_per_gb_hour=v.price.exact_str())  # fmt: skip
     row("usage_total", "usage in the month", st.usage_total)
     row("plan_total", "plan charges less refunds posted in the month", st.plan_total)
-    row("total", "usage_total + plan_total", st.total)
+    row("storage_total", "volumes kept in the month", st.storage_total)
+    row("total", "usage_total + plan_total + storage_total", st.total)
     for kind, amount in st.paid_from.items():
         row("paid_from", kind, amount)
-    row("charged", "usage and plan charges posted in the month", st.charged)
+    row("charged", "usage, plan and storage charges posted in the month", st.charged)
     if st.paid_by_grants is not None and st.paid_by_grants.micros:
         row("paid_by_grants", f"{st.grant_milli_gpu_seconds / 3_600_000:.3f} card-hours of "
             "team grants (not in charged)", st.paid_by_grants)  # fmt: skip

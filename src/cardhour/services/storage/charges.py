@@ -19,12 +19,14 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
+from cardhour.core.money import Money
 from cardhour.core.storage.volumes import storage_cost
 from cardhour.db.models import VolumeRow
-from cardhour.services.billing import ledger, wallet
+from cardhour.services.billing import ledger, statement_ledger, wallet
 from cardhour.store.storage import volumes as store
 
-STORAGE = "storage"  # the transfers' kind, and the "model" credits are checked against
+STORAGE = statement_ledger.STORAGE  # the transfers' kind; credits are checked against it as a
+# GPU model: only credits not tied to GPU models pay for storage
 
 
 def billed_end(row: VolumeRow, now: datetime) -> datetime:
@@ -32,10 +34,14 @@ def billed_end(row: VolumeRow, now: datetime) -> datetime:
     return as_utc(row.delete_requested_at) if row.delete_requested_at is not None else now
 
 
+def _seconds(row: VolumeRow, end: datetime) -> int:
+    """Whole seconds from the volume's creation to `end`."""
+    return max(int((end - as_utc(row.created_at)) // timedelta(seconds=1)), 0)
+
+
 def cost_until(row: VolumeRow, end: datetime) -> int:
     """The exact (rounded) cost of the volume from its creation to `end`, in micro-units."""
-    seconds = max(int((end - as_utc(row.created_at)) // timedelta(seconds=1)), 0)
-    return storage_cost(row.size_gb, seconds, row.price_micros)
+    return storage_cost(row.size_gb, _seconds(row, end), row.price_micros)
 
 
 @dataclass(frozen=True)
@@ -82,3 +88,50 @@ def charge_due(session: Session, now: datetime, every_seconds: int) -> Charged:
     book.flush()
     session.flush()
     return Charged(len(due), total)
+
+
+@dataclass(frozen=True)
+class StorageLine:
+    """One volume kept in a month: what that time adds to its charge (the statement's line)."""
+
+    volume_id: str
+    volume_name: str
+    data_centre: str
+    size_gb: int
+    gb_seconds: int
+    price: Money  # per GB-hour
+    amount: Money
+    started_at: datetime  # the first second counted in the month
+    ended_at: datetime  # the last; `now` for a volume still kept
+    kept: bool  # still kept: the line grows until it is deleted or the month ends
+
+
+def storage_lines(
+    session: Session, owner_id: str, start: datetime, end: datetime, now: datetime
+) -> list[StorageLine]:
+    """The owner's volumes kept in [start, end), up to `now`. A line's amount is the cost to
+    its last second less the cost to its first (both rated on the cumulative time), so a
+    volume's lines over all months add up to exactly what it is charged in all."""
+    lines = []
+    for row in store.kept_between(session, owner_id, start, end):
+        first = max(as_utc(row.created_at), start)
+        last = min(billed_end(row, now), end, now)
+        if last <= first:
+            continue
+        amount = cost_until(row, last) - cost_until(row, first)
+        seconds = _seconds(row, last) - _seconds(row, first)
+        lines.append(
+            StorageLine(
+                volume_id=row.id,
+                volume_name=row.name,
+                data_centre=row.data_centre,
+                size_gb=row.size_gb,
+                gb_seconds=seconds * row.size_gb,
+                price=Money(row.price_micros, row.currency),
+                amount=Money(amount, row.currency),
+                started_at=first,
+                ended_at=last,
+                kept=row.delete_requested_at is None and last == now,
+            )
+        )
+    return sorted(lines, key=lambda x: (x.volume_name, x.volume_id, x.started_at))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -74,5 +76,17 @@ def billable(session: Session) -> list[VolumeRow]:
     stmt = select(VolumeRow).where(
         VolumeRow.delete_requested_at.is_(None)
         | (VolumeRow.billed_until < VolumeRow.delete_requested_at)
+    )
+    return list(session.scalars(stmt.order_by(VolumeRow.id)))
+
+
+def kept_between(
+    session: Session, owner_id: str, start: datetime, end: datetime
+) -> list[VolumeRow]:
+    """The owner's volumes created before `end` whose charge did not end before `start`."""
+    stmt = select(VolumeRow).where(
+        VolumeRow.owner_id == owner_id,
+        VolumeRow.created_at < end,
+        VolumeRow.delete_requested_at.is_(None) | (VolumeRow.delete_requested_at > start),
     )
     return list(session.scalars(stmt.order_by(VolumeRow.id)))

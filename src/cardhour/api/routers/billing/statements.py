@@ -13,6 +13,7 @@ from cardhour.api.schemas.statements import (
     MovementsRead,
     PlanLineRead,
     StatementRead,
+    StorageLineRead,
     UsageLineRead,
 )
 from cardhour.core.errors import InvalidInput
@@ -113,8 +114,24 @@ def statement_read(st: Statement) -> StatementRead:
             )
             for p in st.plan_lines
         ],
+        storage_lines=[
+            StorageLineRead(
+                volume_id=v.volume_id,
+                volume_name=v.volume_name,
+                data_centre=v.data_centre,
+                size_gb=v.size_gb,
+                gb_seconds=v.gb_seconds,
+                rate_per_gb_hour=v.price.exact_str(),
+                amount=v.amount.exact_str(),
+                started_at=v.started_at,
+                ended_at=v.ended_at,
+                kept=v.kept,
+            )
+            for v in st.storage_lines
+        ],
         usage_total=st.usage_total.exact_str(),
         plan_total=st.plan_total.exact_str(),
+        storage_total=st.storage_total.exact_str(),
         total=st.total.exact_str(),
         charged=st.charged.exact_str(),
         paid_from={k: v.exact_str() for k, v in st.paid_from.items()},
@@ -131,6 +148,7 @@ def statement_read(st: Statement) -> StatementRead:
             usage_charged=m.usage_charged.exact_str(),
             plan_charged=m.plan_charged.exact_str(),
             plan_refunds=m.plan_refunds.exact_str(),
+            storage_charged=m.storage_charged.exact_str(),
             other=m.other.exact_str(),
             total=m.total.exact_str(),
         ),
