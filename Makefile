@@ -69,6 +69,7 @@ system-deps: container-deps
 	@test -x /usr/sbin/sshd || scripts/apt-install-quietly.sh openssh-server
 	@command -v espeak-ng >/dev/null || scripts/apt-install-quietly.sh espeak-ng
 	@command -v tesseract >/dev/null || scripts/apt-install-quietly.sh tesseract-ocr
+	@command -v mkfs.ext4 >/dev/null || scripts/apt-install-quietly.sh e2fsprogs
 	@scripts/slurm-cluster.sh install
 
 container-deps:

@@ -161,6 +161,8 @@ class Platform:
                 self.clock,
                 self.backend,
                 settings.reconcilers.charge_interval_seconds,
+                self.catalog.currency,
+                timedelta(days=settings.billing.volume_retention_days),
             ),
             AppsReconciler(self.sessions, self.clock, self.app_runtime, self.app_code_dir),
         ]

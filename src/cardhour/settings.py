@@ -164,6 +164,12 @@ class BillingSettings(BaseModel):
     quote_validity_seconds: int = Field(
         default=900, gt=0, description="How long a quote's price is honoured for a launch."
     )
+    volume_retention_days: int = Field(
+        default=15,
+        ge=1,
+        description="How long an owner's volumes are kept (and charged) once their money ran "
+        "out, with notices, before they are deleted.",
+    )
 
 
 class SchedulerSettings(BaseModel):

@@ -1,9 +1,11 @@
-"""Volumes: removes deleted volumes' data through the backend (outside any transaction), and
-charges the GB-hours volumes are kept (`services.storage`)."""
+"""Volumes: removes deleted volumes' data through the backend (outside any transaction),
+charges the GB-hours volumes are kept, and keeps, warns about and in the end deletes the
+volumes of owners without money (`services.storage`), each on the charge cadence."""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -11,7 +13,7 @@ from cardhour.backends.base import Backend, BackendError
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
-from cardhour.services.storage import charges, volumes
+from cardhour.services.storage import charges, retention, volumes
 
 log = logging.getLogger("cardhour.reconcilers.storage")
 
@@ -25,16 +27,28 @@ class StorageReconciler(Reconciler):
         clock: Clock,
         backend: Backend,
         charge_every_seconds: int,
+        currency: str,
+        retention: timedelta,
     ) -> None:
         super().__init__(sessions, clock)
         self.backend = backend
         self.charge_every_seconds = charge_every_seconds
+        self.currency = currency
+        self.retention = retention
+        self._checked_at: datetime | None = None  # the last retention pass
 
     def step(self) -> bool:
+        now = self.clock.now()
         with transaction(self.sessions) as session:
-            charges.charge_due(session, self.clock.now(), self.charge_every_seconds)
-            going = volumes.being_deleted(session)
+            charges.charge_due(session, now, self.charge_every_seconds)
         changed = False
+        every = timedelta(seconds=self.charge_every_seconds)
+        if self._checked_at is None or now - self._checked_at >= every:
+            with transaction(self.sessions) as session:
+                changed |= retention.check(session, now, self.currency, self.retention) > 0
+            self._checked_at = now
+        with transaction(self.sessions) as session:
+            going = volumes.being_deleted(session)
         for volume in going:
             try:
                 done = volume.host is None or self.backend.remove_volume(

@@ -281,3 +281,73 @@ def test_statements_have_a_line_per_volume_and_month_that_adds_up_exactly(api: A
     assert [(r["volume_name"], r["gb_seconds"], r["amount"]) for r in storage] == [
         ("data", str(250 * january), line["amount"])
     ]
+
+
+def _events(api: Api, headers: dict[str, str], name: str) -> list[str]:
+    return [
+        e["kind"]
+        for e in api.client.get(f"/api/v1/volumes/{name}", headers=headers).json()["events"]
+    ]
+
+
+def _notices(api: Api, headers: dict[str, str]) -> list[str]:
+    rows = api.client.get("/api/v1/notifications", headers=headers).json()
+    return [n["subject"] for n in reversed(rows)]
+
+
+def test_a_volume_whose_owner_runs_out_of_money_is_kept_with_notices_then_deleted(
+    api: Api,
+) -> None:
+    headers = api.signup()  # 10.00 CNY of trial credit
+    _create(api, headers, name="big", size="10T")  # 3.072 CNY an hour: gone in 3 h 16 min
+    _create(api, headers, name="small", size="1G")
+    api.settle(3 * 3600)
+    assert api.client.get("/api/v1/volumes/big", headers=headers).json()["overdue_since"] is None
+    api.settle(20 * 60)
+    api.settle(60)  # the retention pass runs on the charge cadence
+    big = api.client.get("/api/v1/volumes/big", headers=headers).json()
+    assert big["overdue_since"] is not None and big["state"] == "available"
+    assert _events(api, headers, "big") == ["created", "overdue"]
+    assert _notices(api, headers)[-1].startswith(
+        "Top up to keep your volumes: deleted on 2026-01-16"
+    )
+    # still kept, still charged: cash goes below zero (the storage was kept)
+    api.settle(13 * 86400)
+    api.settle(60)
+    assert api.client.get("/api/v1/volumes/big", headers=headers).json()["state"] == "available"
+    api.settle(86400)  # a day before the end: the last notice
+    api.settle(60)
+    assert _events(api, headers, "small")[-1] == "warned"
+    assert set(_notices(api, headers)[-2:]) == {
+        "Volume big is deleted in a day",
+        "Volume small is deleted in a day",
+    }
+    api.settle(86400)
+    api.settle(60)
+    gone = api.client.get("/api/v1/volumes?all=true", headers=headers).json()
+    assert [(v["name"], v["state"]) for v in gone] == [("big", "deleted"), ("small", "deleted")]
+    assert all(v["reason"].startswith("deleted after 15 days without money") for v in gone)
+    assert set(_notices(api, headers)[-2:]) == {
+        "Volume big was deleted",
+        "Volume small was deleted",
+    }
+    charged = {v["name"]: Decimal(v["charged"]) for v in gone}
+    assert charged["big"] > Decimal("10.00")  # every hour it was kept
+    with transaction(api.platform.sessions) as s:
+        assert ledger.verify(s).balanced
+
+
+def test_a_top_up_keeps_overdue_volumes(api: Api) -> None:
+    headers = api.signup()
+    _create(api, headers, name="big", size="10T")
+    api.settle(3 * 3600 + 20 * 60)
+    api.settle(60)
+    assert api.client.get("/api/v1/volumes/big", headers=headers).json()["overdue_since"]
+    api.top_up(headers, "100")
+    api.settle(60)
+    big = api.client.get("/api/v1/volumes/big", headers=headers).json()
+    assert big["overdue_since"] is None
+    assert [e["kind"] for e in big["events"]] == ["created", "overdue", "kept"]
+    assert _notices(api, headers)[-1] == "Your volumes are kept: big"
+    api.settle(20 * 86400)
+    assert api.client.get("/api/v1/volumes/big", headers=headers).json()["state"] == "available"

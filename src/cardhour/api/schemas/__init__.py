@@ -95,10 +95,16 @@ from cardhour.api.schemas.statements import (
     StatementRead,
     UsageLineRead,
 )
-from cardhour.api.schemas.storage import VolumeCreate, VolumeMount, VolumeRead
+from cardhour.api.schemas.storage import (
+    VolumeCreate,
+    VolumeEventRead,
+    VolumeMount,
+    VolumeRead,
+)
 
 __all__ = [
     "VolumeCreate",
+    "VolumeEventRead",
     "VolumeMount",
     "VolumeRead",
     "AgentDesired",

@@ -34,6 +34,15 @@ class VolumeCreate(BaseModel):
     )
 
 
+class VolumeEventRead(BaseModel):
+    at: datetime
+    kind: str = Field(
+        description="created | attached | detached | delete_requested | deleted | overdue | "
+        "warned | kept"
+    )
+    message: str
+
+
 class VolumeRead(BaseModel):
     id: str
     name: str
@@ -56,3 +65,11 @@ class VolumeRead(BaseModel):
     created_at: datetime
     deleted_at: datetime | None = None
     reason: str | None = None
+    overdue_since: datetime | None = Field(
+        default=None,
+        description="Your balance ran out then: the volume is kept for the retention period, "
+        "then deleted unless the balance is positive again.",
+    )
+    events: list[VolumeEventRead] = Field(
+        default_factory=list, description="What happened to it (the detail view)."
+    )

@@ -81,7 +81,7 @@ def show(
     url: UrlOption = None,
     api_key: KeyOption = None,
 ) -> None:
-    """One volume in full."""
+    """One volume in full, with its events."""
     with connect(ctx, url, api_key) as client:
         row = client.get_volume(volume)
     if as_json:
@@ -100,6 +100,16 @@ def show(
         ("created", f"{row.created_at:%Y-%m-%d %H:%M:%S} UTC"),
     ):
         out.print(f"{key}: {escape(str(value))}", soft_wrap=True)
+    if row.overdue_since is not None:
+        out.print(
+            f"[red]your balance ran out at {row.overdue_since:%Y-%m-%d %H:%M} UTC: top up or it "
+            "is deleted when the retention period ends[/]",
+            soft_wrap=True,
+        )
+    for e in row.events:
+        out.print(
+            f"  {e.at:%Y-%m-%d %H:%M:%S}  {escape(e.kind)}: {escape(e.message)}", soft_wrap=True
+        )
 
 
 def delete(

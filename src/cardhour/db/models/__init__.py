@@ -40,7 +40,7 @@ from cardhour.db.models.marketplace import (
     PayoutRow,
     gpu_indices,
 )
-from cardhour.db.models.storage import VolumeRow
+from cardhour.db.models.storage import VolumeEventRow, VolumeRow
 
 __all__ = [
     "TS",
@@ -77,6 +77,7 @@ __all__ = [
     "SshKeyRow",
     "UsageSegmentRow",
     "UserRow",
+    "VolumeEventRow",
     "VolumeRow",
     "gpu_indices",
 ]

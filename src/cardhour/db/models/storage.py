@@ -53,3 +53,19 @@ class VolumeRow(Base):
     delete_requested_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     deleted_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # its owner's money ran out then: kept for the retention period, then deleted
+    overdue_since: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    overdue_warned_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+
+
+class VolumeEventRow(Base):
+    """What happened to a volume, for its owner: created, attached, detached, overdue, kept,
+    delete requested, deleted (and why)."""
+
+    __tablename__ = "volume_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    volume_id: Mapped[str] = mapped_column(ForeignKey("volumes.id"), index=True)
+    at: Mapped[datetime] = mapped_column(TS)
+    kind: Mapped[str] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text)

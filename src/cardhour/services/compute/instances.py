@@ -241,7 +241,7 @@ def launch(
         bare_metal=req.bare_metal,
     )
     store.add_instance(session, row)
-    attached = volumes.attach(session, user, row, mounts) if mounts else []
+    attached = volumes.attach(session, user, row, mounts, now) if mounts else []
     store.insert_event(
         session,
         {

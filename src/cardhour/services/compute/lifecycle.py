@@ -44,7 +44,7 @@ def switch_status(
         if new == S.RUNNING:
             volumes.formatted(session, row, now)
         elif new == S.TERMINATED:
-            volumes.detach(session, row)
+            volumes.detach(session, row, now)
     end_plan_if_over(session, row, now)
     if current == S.RUNNING:
         metering.close_usage(session, row, now, pricing.history(session))

@@ -24,7 +24,7 @@ from cardhour.core.errors import Conflict, InsufficientBalance, InvalidInput, No
 from cardhour.core.money import Money
 from cardhour.core.storage import volumes as core
 from cardhour.core.storage.volumes import ATTACHED, AVAILABLE, DELETED, DELETING, MountRequest
-from cardhour.db.models import InstanceRow, UserRow, VolumeRow
+from cardhour.db.models import InstanceRow, UserRow, VolumeEventRow, VolumeRow
 from cardhour.services.billing import wallet
 from cardhour.services.ids import new_id
 from cardhour.store.storage import volumes as store
@@ -72,7 +72,7 @@ def create(
             needed=(hour + kept).exact_str(),
             available=available.floor_str(),
         )
-    return store.add(
+    row = store.add(
         session,
         VolumeRow(
             id=new_id(),
@@ -89,6 +89,18 @@ def create(
             created_at=now,
         ),
     )
+    event(session, row, "created", f"{size_gb} GiB in {data_centre} at {price.exact_str()} "
+          f"{price.currency} per GB-hour", now)  # fmt: skip
+    return row
+
+
+def event(session: Session, row: VolumeRow, kind: str, message: str, now: datetime) -> None:
+    """Record what happened to the volume (its owner sees the events)."""
+    store.add_event(session, VolumeEventRow(volume_id=row.id, at=now, kind=kind, message=message))
+
+
+def events_of(session: Session, row: VolumeRow) -> list[VolumeEventRow]:
+    return store.events_of(session, row.id)
 
 
 def list_for(session: Session, user: UserRow, include_deleted: bool = False) -> list[VolumeRow]:
@@ -115,14 +127,21 @@ def delete(session: Session, user: UserRow, ident: str, now: datetime) -> Volume
         )
     if row.state == DELETING:
         return row
+    request_delete(session, row, now, "deleted by its owner")
+    return row
+
+
+def request_delete(session: Session, row: VolumeRow, now: datetime, why: str) -> None:
+    """Billing ends now; a volume that never held data is deleted at once, one that did is
+    `deleting` until its host removed the data."""
     row.delete_requested_at = now
+    event(session, row, "delete_requested", why, now)
     if row.formatted_at is None:
-        mark_deleted(row, now, "deleted by its owner; it held no data")
+        mark_deleted(session, row, now, f"{why}; it held no data")
     else:
         row.state = DELETING
-        row.reason = "deleted by its owner; its host removes the data"
+        row.reason = f"{why}; its host removes the data"
     session.flush()
-    return row
 
 
 @dataclass(frozen=True)
@@ -143,20 +162,25 @@ def deleted(session: Session, volume_id: str, now: datetime) -> bool:
     row = store.get(session, volume_id, lock=True)
     if row is None or row.state != DELETING:
         return False
-    mark_deleted(row, now, "deleted; its host removed the data")
+    mark_deleted(session, row, now, "deleted; its host removed the data")
     session.flush()
     return True
 
 
-def mark_deleted(row: VolumeRow, now: datetime, reason: str) -> None:
+def mark_deleted(session: Session, row: VolumeRow, now: datetime, reason: str) -> None:
     row.state = DELETED
     row.deleted_at = now
     row.reason = reason
     row.instance_id = row.mount_path = None
+    event(session, row, "deleted", reason, now)
 
 
 def attach(
-    session: Session, user: UserRow, instance: InstanceRow, mounts: list[MountRequest]
+    session: Session,
+    user: UserRow,
+    instance: InstanceRow,
+    mounts: list[MountRequest],
+    now: datetime,
 ) -> list[VolumeRow]:
     """Attach the owner's volumes to `instance` (being launched) and pin its placement to
     their data centre and, for a volume on a host's own folder, to that host. NotFound for a
@@ -194,6 +218,7 @@ def attach(
         row.state = ATTACHED
         row.instance_id = instance.id
         row.mount_path = mount.path
+        event(session, row, "attached", f"to instance {instance.name} at {mount.path}", now)
     if dcs:
         instance.placement_dc = dcs[0]
     if hosts:
@@ -210,11 +235,12 @@ def placed(session: Session, instance: InstanceRow, nodes: list[str]) -> None:
             row.host = nodes[0]
 
 
-def detach(session: Session, instance: InstanceRow) -> None:
+def detach(session: Session, instance: InstanceRow, now: datetime) -> None:
     """The instance is terminated: its volumes are free for another instance."""
     for row in store.attached_to(session, instance.id, lock=True):
         row.state = AVAILABLE
         row.instance_id = row.mount_path = None
+        event(session, row, "detached", f"instance {instance.name} was terminated", now)
 
 
 def formatted(session: Session, instance: InstanceRow, now: datetime) -> None:

@@ -7,8 +7,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cardhour.core.storage.volumes import ATTACHED, DELETED, DELETING
-from cardhour.db.models import VolumeRow
+from cardhour.core.storage.volumes import ATTACHED, AVAILABLE, DELETED, DELETING
+from cardhour.db.models import VolumeEventRow, VolumeRow
 
 
 def add(session: Session, row: VolumeRow) -> VolumeRow:
@@ -89,4 +89,29 @@ def kept_between(
         VolumeRow.created_at < end,
         VolumeRow.delete_requested_at.is_(None) | (VolumeRow.delete_requested_at > start),
     )
+    return list(session.scalars(stmt.order_by(VolumeRow.id)))
+
+
+def add_event(session: Session, row: VolumeEventRow) -> None:
+    session.add(row)
+
+
+def events_of(session: Session, volume_id: str) -> list[VolumeEventRow]:
+    stmt = select(VolumeEventRow).where(VolumeEventRow.volume_id == volume_id)
+    return list(session.scalars(stmt.order_by(VolumeEventRow.at, VolumeEventRow.id)))
+
+
+def live_owners(session: Session) -> list[str]:
+    """The owners of volumes that are not being deleted."""
+    stmt = select(VolumeRow.owner_id).where(VolumeRow.state.in_((AVAILABLE, ATTACHED)))
+    return sorted(set(session.scalars(stmt.distinct())))
+
+
+def live_of(session: Session, owner_id: str, lock: bool = False) -> list[VolumeRow]:
+    """The owner's volumes that are not being deleted, in id order (the lock order)."""
+    stmt = select(VolumeRow).where(
+        VolumeRow.owner_id == owner_id, VolumeRow.state.in_((AVAILABLE, ATTACHED))
+    )
+    if lock:
+        stmt = stmt.with_for_update().execution_options(populate_existing=True)
     return list(session.scalars(stmt.order_by(VolumeRow.id)))

@@ -8,13 +8,13 @@ from cardhour.api import schemas
 from cardhour.api.deps import Ctx, get_ctx
 from cardhour.core.money import Money
 from cardhour.core.storage.volumes import storage_cost
-from cardhour.db.models import VolumeRow
+from cardhour.db.models import VolumeEventRow, VolumeRow
 from cardhour.services.storage import volumes
 
 router = APIRouter(prefix="/volumes", tags=["volumes"])
 
 
-def read(row: VolumeRow) -> schemas.VolumeRead:
+def read(row: VolumeRow, events: list[VolumeEventRow] | None = None) -> schemas.VolumeRead:
     price = Money(row.price_micros, row.currency)
     return schemas.VolumeRead(
         id=row.id,
@@ -33,6 +33,10 @@ def read(row: VolumeRow) -> schemas.VolumeRead:
         created_at=row.created_at,
         deleted_at=row.deleted_at,
         reason=row.reason,
+        overdue_since=row.overdue_since,
+        events=[
+            schemas.VolumeEventRead(at=e.at, kind=e.kind, message=e.message) for e in events or []
+        ],
     )
 
 
@@ -57,9 +61,11 @@ def list_volumes(all: bool = False, ctx: Ctx = Depends(get_ctx)) -> list[schemas
 
 @router.get("/{ident}", response_model=schemas.VolumeRead)
 def show(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.VolumeRead:
-    """By id or name. Another account's volume is a 404, like a missing one."""
+    """By id or name, with its events. Another account's volume is a 404, like a missing
+    one."""
     with ctx.user_tx() as (session, user):
-        return read(volumes.get(session, user, ident))
+        row = volumes.get(session, user, ident)
+        return read(row, volumes.events_of(session, row))
 
 
 @router.delete("/{ident}", response_model=schemas.VolumeRead)

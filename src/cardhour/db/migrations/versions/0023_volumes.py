@@ -1,5 +1,5 @@
-"""volumes: persistent volumes, and where an instance must be placed (its volumes' data
-centre and, for a host's own volume, host)
+"""volumes: persistent volumes with their events, and where an instance must be placed (its
+volumes' data centre and, for a host's own volume, host)
 
 Revision ID: 0023
 Revises: 0022
@@ -41,8 +41,20 @@ def upgrade() -> None:
         sa.Column("delete_requested_at", TS, nullable=True),
         sa.Column("deleted_at", TS, nullable=True),
         sa.Column("reason", sa.Text(), nullable=True),
+        sa.Column("overdue_since", TS, nullable=True),
+        sa.Column("overdue_warned_at", TS, nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
+    op.create_table(
+        "volume_events",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("volume_id", sa.String(32), sa.ForeignKey("volumes.id"), nullable=False),
+        sa.Column("at", TS, nullable=False),
+        sa.Column("kind", sa.String(32), nullable=False),
+        sa.Column("message", sa.Text(), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index("ix_volume_events_volume_id", "volume_events", ["volume_id"])
     op.create_index("ix_volumes_owner_id", "volumes", ["owner_id"])
     op.create_index("ix_volumes_instance", "volumes", ["instance_id"])
     op.create_index("ix_volumes_state", "volumes", ["state"])
@@ -63,4 +75,5 @@ def downgrade() -> None:
     with op.batch_alter_table("instances") as batch:
         batch.drop_column("placement_host")
         batch.drop_column("placement_dc")
+    op.drop_table("volume_events")
     op.drop_table("volumes")
