@@ -1,7 +1,8 @@
 """Persistent volumes on real hosts (docs/dev/storage.md): two agents with stand-in GPUs run
 real Podman containers; a volume is an ext4 image loop-mounted on its host. Through the REST
-API: a file written in /data on instance A is there for instance B after A is deleted (B is
-placed on the host that holds the volume); the size is enforced by the file system (ENOSPC in
+API: a file written in /data on instance A survives A's agent being killed and restarted (the
+new agent adopts the container and its mount) and is there for instance B after A is deleted (B
+is placed on the host that holds the volume); the size is enforced by the file system (ENOSPC in
 the container) and another volume on the same host is untouched; a deleted volume's image is
 removed by its host."""
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from tests.agent.conftest import Hosts, wait_for
 from tests.agent.test_real_hosts import keypair, renter, settled, ssh
+
+ADDRESSES = {"a": "127.0.1.51", "b": "127.0.1.52"}
 
 
 def _volume(hosts: Hosts, user: dict[str, str], name: str) -> dict:
@@ -28,8 +31,8 @@ def _run(hosts: Hosts, user: dict[str, str], key: Path, ident: str, command: str
 
 
 def test_a_volume_outlives_its_instance_and_its_size_holds(hosts: Hosts, tmp_path: Path) -> None:
-    hosts.join("a", "127.0.1.51")
-    hosts.join("b", "127.0.1.52")
+    for short, address in ADDRESSES.items():
+        hosts.join(short, address)
     key, public = keypair(tmp_path, "renter")
     user = renter(hosts, public)
     for name in ("data", "other"):
@@ -42,6 +45,14 @@ def test_a_volume_outlives_its_instance_and_its_size_holds(hosts: Hosts, tmp_pat
     sizes = _run(hosts, user, key, "first", "df -k --output=size /data /other | tail -2")
     assert all(900_000 < int(kb) <= 1_048_576 for kb in sizes.split()), sizes
     _run(hosts, user, key, "first", "echo kept > /data/hello.txt && echo mine > /other/o.txt")
+    host = settled(hosts, user, "first", "running")["nodes"][0]
+    short = host.removeprefix(f"{hosts.prefix}-")
+
+    # the agent dies with the volume mounted: its successor adopts the container and the mount
+    hosts.kill(short)
+    hosts.start_agent(short, ADDRESSES[short])
+    wait_for(lambda: "locked again" in hosts.log(short), 30, "the mount adopted")
+    assert _run(hosts, user, key, "first", "cat /data/hello.txt") == "kept\n"
 
     # past its size: ENOSPC inside the container, the other volume untouched
     fill = ssh(
@@ -55,8 +66,6 @@ def test_a_volume_outlives_its_instance_and_its_size_holds(hosts: Hosts, tmp_pat
     )
     assert other.split()[0] == "mine" and int(other.split()[1]) < 10_000, other
     _run(hosts, user, key, "first", "rm /data/fill")
-    placed = settled(hosts, user, "first", "running")["nodes"]
-    host = placed[0]
     assert _volume(hosts, user, "data")["host"] == host
 
     assert hosts.call("DELETE", "/instances/first", user).status_code == 200
@@ -72,7 +81,6 @@ def test_a_volume_outlives_its_instance_and_its_size_holds(hosts: Hosts, tmp_pat
 
     assert hosts.call("DELETE", "/instances/second", user).status_code == 200
     settled(hosts, user, second, "terminated")
-    short = host.removeprefix(f"{hosts.prefix}-")
     images = tmp_path / f"agent-{short}" / "volumes"
     assert sorted(p.name for p in images.iterdir()) == sorted(
         f"{_volume(hosts, user, n)['id']}.ext4" for n in ("data", "other")

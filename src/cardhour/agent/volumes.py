@@ -75,15 +75,22 @@ class Volumes:
             log.info("volume %s mounted at %s", vid, point)
         return point
 
-    def release(self, in_use: set[str]) -> None:
-        """Unmount every volume of this host no wanted container mounts; a busy one stays
-        (tried again next pass)."""
+    def release(self, in_use: dict[str, dict[str, Any]]) -> None:
+        """Unmount every volume of this host no wanted container mounts (a busy one stays,
+        tried again next pass); lock again the mounted ones in use that this agent does not
+        hold yet (it restarted: the containers it adopted keep their mounts)."""
         mounted = {p.name for p in self._mounted_here()}
-        for vid in sorted((mounted | set(self._locks)) - in_use):
+        for vid in sorted((mounted | set(self._locks)) - set(in_use)):
             try:
                 self._unmount(vid)
             except RuntimeFailure as exc:
                 log.warning("cannot release volume %s yet: %s", vid, exc)
+        for vid in sorted((mounted & set(in_use)) - set(self._locks)):
+            try:
+                self._lock(vid, self.image(in_use[vid]))
+                log.info("volume %s locked again: a container this agent adopted mounts it", vid)
+            except (RuntimeFailure, OSError) as exc:
+                log.warning("volume %s is mounted here but cannot be locked: %s", vid, exc)
 
     def delete(self, volume: dict[str, Any]) -> None:
         """Remove the volume's data (it is deleted): unmounted first; gone already is fine."""
@@ -169,10 +176,10 @@ def _run(argv: list[str], what: str) -> None:
         raise RuntimeFailure(f"cannot {what}: {said[-1] if said else f'exit {done.returncode}'}")
 
 
-def in_use(specs: list[dict[str, Any]]) -> set[str]:
-    """The volumes the wanted containers of `specs` mount."""
+def in_use(specs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The volumes the wanted containers of `specs` mount, by id."""
     return {
-        str(v.get("id"))
+        str(v.get("id")): dict(v)
         for s in specs
         if s.get("kind") != DELETE_TASK
         for v in s.get("volumes") or ()
