@@ -45,6 +45,7 @@ def test_create_list_launch_with_it_and_delete(server: Server, tmp_path: Path) -
         )
     )
     assert launched["volumes"] == [{"volume": "data", "path": "/data"}]
+    assert "data:/data" in ok(config, "status", "a")
     one_line_error(
         cli(config, "launch", "--gpu", "H100:1", "--volume", "data:/etc", "--no-wait"),
         "invalid_input",

@@ -90,6 +90,8 @@ def _workload_rows(i: InstanceRead) -> list[tuple[str, str]]:
         rows.append(("env", escape(", ".join(i.env))))
     if i.ports:
         rows.append(("ports", ", ".join(str(p) for p in i.ports)))
+    if i.volumes:
+        rows.append(("volumes", escape(", ".join(f"{v.volume}:{v.path}" for v in i.volumes))))
     return rows
 
 

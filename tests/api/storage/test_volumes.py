@@ -161,6 +161,8 @@ def test_an_instance_runs_where_its_volume_is_and_holds_it_until_terminated(api:
     shown = api.client.get("/api/v1/instances/a", headers=headers).json()
     assert shown["status"] == "running" and shown["data_centre"] == "wh1"
     assert shown["volumes"] == [{"volume": "data", "path": "/data"}]
+    simulated = shown["connection"]["volumes"]  # the simulator says what it does not do
+    assert simulated["simulated"] is True and "nothing is stored" in simulated["note"]
     volume = api.client.get("/api/v1/volumes/data", headers=headers).json()
     assert (volume["state"], volume["instance_id"], volume["mount_path"]) == (
         "attached",

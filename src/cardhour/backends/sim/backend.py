@@ -47,6 +47,7 @@ class SimMachine:
     ports: dict[str, int] = field(default_factory=dict)  # node -> its real sshd's port
     weights: dict[str, object] | None = None  # the spec's WeightsMount, as a dict
     attempt: int = 0  # the placement the nodes are for
+    volumes: list[dict[str, object]] = field(default_factory=list)  # the spec's, as dicts
 
 
 class SimBackend(Backend, Probing):
@@ -115,6 +116,7 @@ class SimBackend(Backend, Probing):
                 spec.ssh_key or "",
                 weights=asdict(spec.weights) if spec.weights is not None else None,
                 attempt=spec.attempt,
+                volumes=[v.spec() for v in spec.volumes],
             )
             machine = self._machines[spec.external_name]
             if self.sshd_dir is not None and not failed:
@@ -265,12 +267,18 @@ class SimBackend(Backend, Probing):
 
     @staticmethod
     def _mounted(machine: SimMachine) -> dict[str, object]:
-        if machine.weights is None:
-            return {}
-        w = machine.weights
-        return {
-            "weights": {"id": w["id"], "mount": w["mount"], "copied_in": bool(w["copy_seconds"])}
-        }
+        found: dict[str, object] = {}
+        if machine.weights is not None:
+            w = machine.weights
+            copied = bool(w["copy_seconds"])
+            found["weights"] = {"id": w["id"], "mount": w["mount"], "copied_in": copied}
+        if machine.volumes:  # the records are real; no data is stored anywhere
+            found["volumes"] = {
+                "simulated": True,
+                "mounted": {str(v["path"]): str(v["id"]) for v in machine.volumes},
+                "note": "simulated backend: volumes are records only, nothing is stored",
+            }
+        return found
 
     def _load(self) -> dict[str, SimMachine]:
         if self._state_file is None or not self._state_file.exists():
