@@ -353,3 +353,23 @@ def test_a_top_up_keeps_overdue_volumes(api: Api) -> None:
     assert _notices(api, headers)[-1] == "Your volumes are kept: big"
     api.settle(20 * 86400)
     assert api.client.get("/api/v1/volumes/big", headers=headers).json()["state"] == "available"
+
+
+def test_a_launch_can_name_its_data_centre_and_its_volumes_must_be_there(api: Api) -> None:
+    headers = api.signup()
+    api.top_up(headers, "100")
+    _create(api, headers, name="data", data_centre="bj1")
+    placed = _launch(api, headers, name="there", data_centre="wh1")
+    _converge(api)
+    shown = api.client.get(f"/api/v1/instances/{placed['id']}", headers=headers).json()
+    assert shown["status"] == "running" and shown["data_centre"] == "wh1"
+    for body, status, code, said in (
+        ({"data_centre": "wh1", "volumes": ["data:/data"]}, 422, "invalid_input",
+         "volume data is in bj1, not in wh1"),
+        ({"data_centre": "mars1"}, 422, "invalid_input", "unknown data centre 'mars1'"),
+        ({"gpu": "RTX4090", "data_centre": "bj1"}, 409, "no_capacity",
+         "no 1 × RTX4090 can be placed in bj1"),
+    ):  # fmt: skip
+        r = api.client.post("/api/v1/instances", headers=headers, json={"gpu": "H100", **body})
+        assert said in _error(r, status, code)
+    assert api.client.get("/api/v1/volumes/data", headers=headers).json()["state"] == "available"

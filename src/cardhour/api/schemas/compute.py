@@ -120,6 +120,12 @@ class InstanceCreate(BaseModel):
         "not 22: sshd has it). Where each is reachable shows in `published` once it runs.",
         examples=[[8888]],
     )
+    data_centre: str | None = Field(
+        default=None,
+        description="Where it must run (a data centre of `GET /offers`); default: anywhere, or "
+        "where its volumes are.",
+        examples=["bj1"],
+    )
     volumes: list[str | VolumeMount] = Field(
         default_factory=list,
         description=f"Your volumes to mount read-write: `NAME:/path` or `{{volume, path}}` (at "

@@ -73,6 +73,12 @@ def launch(
         list[str] | None,
         typer.Option("--port", help="Container port to publish (repeatable; not 22)."),
     ] = None,
+    dc: Annotated[
+        str | None,
+        typer.Option(
+            "--dc", help="The data centre it must run in (default: anywhere, or its volumes')."
+        ),
+    ] = None,
     volume: Annotated[
         list[str] | None,
         typer.Option(
@@ -160,6 +166,7 @@ def launch(
         env=parse_env(env or []),
         ports=parse_ports(port or []),
         volumes=list(volume or []),
+        data_centre=dc,
         ssh_key=read_key(ssh_key) if ssh_key is not None else None,
         plan=plan,
         at_expiry=at_expiry,

@@ -177,19 +177,12 @@ class StorageFile(BaseModel):
     max_volume_gb: int = Field(default=10_240, gt=0)
     shared_paths: dict[str, str] = {}
 
-    @field_validator("price_gb_hour")
+    @field_validator("price_gb_hour", "prices")
     @classmethod
-    def _price(cls, value: str) -> str:
-        if Money.parse(value).micros <= 0:
-            raise ValueError("a storage price must be positive")
-        return value
-
-    @field_validator("prices")
-    @classmethod
-    def _prices(cls, value: dict[str, str]) -> dict[str, str]:
-        for dc, price in value.items():
+    def _positive(cls, value: str | dict[str, str]) -> str | dict[str, str]:
+        for price in [value] if isinstance(value, str) else value.values():
             if Money.parse(price).micros <= 0:
-                raise ValueError(f"storage price of {dc}: must be positive")
+                raise ValueError(f"a storage price must be positive, not {price}")
         return value
 
     @field_validator("shared_paths")

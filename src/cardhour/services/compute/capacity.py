@@ -50,7 +50,7 @@ class FleetCapacity:
     classes: FleetState
     counts: np.ndarray
     shapes: dict[str, placement.NodeShape]
-    _answers: dict[tuple[str, int, bool], str | None] = field(
+    _answers: dict[tuple[str, int, bool, str | None], str | None] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -96,19 +96,31 @@ class FleetCapacity:
             return pending_reason(total, counts, f"{prefix}, at most {most} free")
         return None
 
-    def check(self, gpu_model: str, count: int, bare_metal: bool = False) -> None:
-        """NoCapacity unless `count` × `gpu_model` (whole nodes with `bare_metal`) could be
-        placed on the all-free fleet; the answer for each request is computed once."""
-        key = (gpu_model, count, bare_metal)
+    def check(
+        self,
+        gpu_model: str,
+        count: int,
+        bare_metal: bool = False,
+        data_centre: str | None = None,
+    ) -> None:
+        """NoCapacity unless `count` × `gpu_model` (whole nodes with `bare_metal`, in
+        `data_centre` when given) could be placed on the all-free fleet; the answer for each
+        request is computed once."""
+        key = (gpu_model, count, bare_metal, data_centre)
         if key not in self._answers:
             shapes = self.shapes
-            request = placement.to_request(shapes, "launch", gpu_model, count, None, bare_metal)
+            request = placement.to_request(
+                shapes, "launch", gpu_model, count, data_centre, bare_metal
+            )
             self._answers[key] = (
                 request.reason if isinstance(request, Pending) else self.why_not(request)
             )
         reason = self._answers[key]
         if reason is not None:
-            raise NoCapacity(f"no {count} × {gpu_model} can be placed on this fleet: {reason}")
+            where = f" in {data_centre}" if data_centre is not None else ""
+            raise NoCapacity(
+                f"no {count} × {gpu_model} can be placed{where} on this fleet: {reason}"
+            )
 
 
 _cache: OrderedDict[str, FleetCapacity] = OrderedDict()

@@ -68,6 +68,7 @@ class LaunchRequest:
     env: Mapping[str, str] = field(default_factory=dict)  # environment variables, in order
     ports: Sequence[int] = ()  # container ports to publish
     volumes: Sequence[str | Mapping[str, str]] = ()  # the owner's volumes: `NAME:/path`
+    data_centre: str | None = None  # where it must run (None: anywhere, or its volumes')
 
 
 def _validate_name(name: str | None, model_id: str) -> str:
@@ -190,6 +191,7 @@ def launch(
             "share it",
             field="volumes",
         )
+    dc = volumes.where(session, catalog, user, mounts, req.data_centre)
     fleet = capacity.current(session)  # the inventory's summary, not the fleet itself
     shapes = fleet.shapes
     if req.nodes != 1:
@@ -199,7 +201,7 @@ def launch(
         raise InvalidInput(
             f"bare metal takes whole nodes: ask for {model.id}:{size} (or --nodes), not {count}"
         )
-    fleet.check(model.id, count, req.bare_metal)
+    fleet.check(model.id, count, req.bare_metal, dc)
     price = pricing.launch_price(pricing.history(session, catalog), model.id, req.plan, now)
     quoted: Money | None = None
     if req.quote_id:
@@ -239,6 +241,7 @@ def launch(
         sla_seconds=catalog.sla_ready_within_seconds,
         weights=weights,
         bare_metal=req.bare_metal,
+        placement_dc=dc,
     )
     store.add_instance(session, row)
     attached = volumes.attach(session, user, row, mounts, now) if mounts else []

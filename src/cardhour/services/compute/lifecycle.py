@@ -40,7 +40,7 @@ def switch_status(
     current = S(row.status)
     if not can_transition(current, new):
         raise InvalidTransition(f"instance {row.name} cannot go from {current} to {new}")
-    if row.placement_dc is not None:  # it mounts volumes (locked before any account)
+    if row.placement_dc is not None:  # pinned: it may mount volumes (locked before any account)
         if new == S.RUNNING:
             volumes.formatted(session, row, now)
         elif new == S.TERMINATED:

@@ -148,7 +148,7 @@ def run_cycle(
                 if plan.local
                 else f"copied in first (~{plan.copy_seconds} s at {catalog.weights_copy_gbps} Gb/s)"
             )
-        if row.placement_dc is not None:  # it mounts volumes
+        if row.placement_dc is not None:  # pinned: it may mount volumes
             volumes.placed(session, row, nodes)
         switch_status(session, row, InstanceStatus.PROVISIONING, now, said)
         readiness.placed(session, row, requested, now, nodes, weights)

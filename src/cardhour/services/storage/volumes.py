@@ -175,6 +175,40 @@ def mark_deleted(session: Session, row: VolumeRow, now: datetime, reason: str) -
     event(session, row, "deleted", reason, now)
 
 
+def where(
+    session: Session,
+    catalog: Catalog,
+    user: UserRow,
+    mounts: list[MountRequest],
+    data_centre: str | None,
+) -> str | None:
+    """The data centre a launch mounting `mounts` runs in: `data_centre` when given (checked),
+    else its volumes', else None (anywhere). NotFound for a volume the owner lacks;
+    InvalidInput for an unknown data centre or volumes elsewhere."""
+    if data_centre is not None and data_centre not in {dc.id for dc in catalog.data_centres}:
+        known = ", ".join(dc.id for dc in catalog.data_centres)
+        raise InvalidInput(
+            f"unknown data centre {data_centre!r}; data centres: {known}", field="data_centre"
+        )
+    places = {m.volume: get(session, user, m.volume).data_centre for m in mounts}
+    if len(set(places.values())) > 1:
+        said = ", ".join(f"{name} in {dc}" for name, dc in sorted(places.items()))
+        raise InvalidInput(
+            f"volumes: these volumes are in different data centres ({said}); an instance "
+            "runs in one",
+            field="volumes",
+        )
+    found = next(iter(places.values()), None)
+    if found is not None and data_centre is not None and found != data_centre:
+        name = next(iter(places))
+        raise InvalidInput(
+            f"volumes: volume {name} is in {found}, not in {data_centre} where the instance "
+            "is to run",
+            field="volumes",
+        )
+    return data_centre or found
+
+
 def attach(
     session: Session,
     user: UserRow,
@@ -182,10 +216,10 @@ def attach(
     mounts: list[MountRequest],
     now: datetime,
 ) -> list[VolumeRow]:
-    """Attach the owner's volumes to `instance` (being launched) and pin its placement to
-    their data centre and, for a volume on a host's own folder, to that host. NotFound for a
-    volume the owner lacks; Conflict for one attached elsewhere or being deleted;
-    InvalidInput for volumes in several data centres or on several hosts."""
+    """Attach the owner's volumes to `instance` (being launched in their data centre:
+    `where`) and pin it, for a volume on a host's own folder, to that host. NotFound for a
+    volume the owner lacks; Conflict for one attached elsewhere or being deleted; InvalidInput
+    for volumes on several hosts."""
     found = {m.volume: get(session, user, m.volume) for m in mounts}
     locked = {  # in id order, the lock order of volumes
         row.id: get(session, user, row.id, lock=True)
@@ -200,13 +234,6 @@ def attach(
             )
         if row.state != AVAILABLE:
             raise Conflict(f"volume {row.name} is {row.state}", field="volumes")
-    dcs = sorted({r.data_centre for r in rows})
-    if len(dcs) > 1:
-        raise InvalidInput(
-            f"volumes: these volumes are in different data centres ({', '.join(dcs)}); an "
-            "instance runs in one",
-            field="volumes",
-        )
     hosts = sorted({r.host for r in rows if r.store is None and r.host is not None})
     if len(hosts) > 1:
         raise InvalidInput(
@@ -219,8 +246,6 @@ def attach(
         row.instance_id = instance.id
         row.mount_path = mount.path
         event(session, row, "attached", f"to instance {instance.name} at {mount.path}", now)
-    if dcs:
-        instance.placement_dc = dcs[0]
     if hosts:
         instance.placement_host = hosts[0]
     session.flush()
