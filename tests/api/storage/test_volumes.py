@@ -81,7 +81,7 @@ def test_create_list_show_delete_and_the_charge_for_the_time_kept(api: Api) -> N
     api.clock.advance(42)
     r = api.client.delete("/api/v1/volumes/data", headers=headers)
     assert r.status_code == 200, r.text
-    assert r.json()["state"] == "deleted"  # it never held data: gone at once
+    assert r.json()["state"] == "deleted"  # no host ever made it: gone at once
     api.settle(3600)  # billing ended at the delete: the last 42 s charged, nothing after
     gone = api.client.get("/api/v1/volumes?all=true", headers=headers).json()
     assert [(v["name"], v["state"], v["charged"]) for v in gone] == [

@@ -116,8 +116,8 @@ def get(session: Session, user: UserRow, ident: str, lock: bool = False) -> Volu
 
 def delete(session: Session, user: UserRow, ident: str, now: datetime) -> VolumeRow:
     """Ask for the volume to go: refused (Conflict) while attached. Billing ends now. A volume
-    no host ever mounted is deleted at once; one with data is `deleting` until its host removed
-    the data (the storage reconciler). Deleting a volume being deleted returns it."""
+    no instance was ever placed with is deleted at once; another is `deleting` until its host
+    removed the data (the storage reconciler). Deleting a volume being deleted returns it."""
     row = get(session, user, ident, lock=True)
     if row.state == ATTACHED:
         raise Conflict(
@@ -132,12 +132,12 @@ def delete(session: Session, user: UserRow, ident: str, now: datetime) -> Volume
 
 
 def request_delete(session: Session, row: VolumeRow, now: datetime, why: str) -> None:
-    """Billing ends now; a volume that never held data is deleted at once, one that did is
-    `deleting` until its host removed the data."""
+    """Billing ends now; a volume no host ever made is deleted at once, one that a host may
+    have made is `deleting` until that host removed its image."""
     row.delete_requested_at = now
     event(session, row, "delete_requested", why, now)
-    if row.formatted_at is None:
-        mark_deleted(session, row, now, f"{why}; it held no data")
+    if row.host is None:
+        mark_deleted(session, row, now, f"{why}; no host ever made it")
     else:
         row.state = DELETING
         row.reason = f"{why}; its host removes the data"
