@@ -50,7 +50,7 @@ def test_mount_paths() -> None:
     assert check_path("/data") == "/data"
     assert check_path("/data/") == "/data"
     assert check_path("/root/work") == "/root/work"
-    for bad in ("data", "/a/../b", "/data//x", "/a b", "", "/x;rm"):
+    for bad in ("data", "/a/../b", "/data//x", "/a b", "", "/x;rm", "/./etc", "/root/./.ssh"):
         with pytest.raises(InvalidInput, match="bad mount path"):
             check_path(bad)
     with pytest.raises(InvalidInput):

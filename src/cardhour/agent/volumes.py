@@ -3,14 +3,16 @@ read-write into the container that wants it (docs/dev/storage.md).
 
 - An image is `<store>/<volume id>.ext4`: `store` is the data centre's shared storage path
   the control plane names in the spec, or this host's own volume folder. It is a sparse file
-  of the volume's size made by `mkfs.ext4` (under `.part`, renamed once whole: a crash
-  mid-create leaves nothing that looks like a volume), so the size is enforced by the file
-  system itself: writing past it fails with ENOSPC in the container, and no other volume or
-  the host's own disk is touched.
+  of the volume's size made by `mkfs.ext4` (under a `.<random>.part` name, linked in place once
+  whole: a crash mid-create leaves nothing that looks like a volume; `delete` sweeps such
+  leftovers), so the size is enforced by the file system itself: writing past it fails with
+  ENOSPC in the container, and no other volume or the host's own disk is touched.
 - It is mounted (`mount -o loop,nodev,nosuid`) at `<mount_dir>/<volume id>` while a wanted
   container mounts it, and unmounted once none does. While mounted this agent holds an
   exclusive `fcntl` lock on the image, so a second host mounting the same shared image is
-  refused ("in use on another host") rather than corrupting it.
+  refused ("in use on another host") rather than corrupting it; the lock dies with the agent
+  while the mount lives on, so images on shared storage also carry ext4's multi-mount
+  protection (the kernel's own refusal, "mounted on another host").
 - A volume that held data before (`formatted` in the spec) whose image is missing is an
   error, never a fresh empty disk.
 - `delete` removes an image whose volume the control plane deleted (unmounted first).
@@ -23,6 +25,7 @@ import logging
 import os
 import re
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +69,17 @@ class Volumes:
                 raise RuntimeFailure(
                     f"volume {vid}: its data is not on this host ({image} is missing)"
                 )
-            self._make(image, int(volume["size_gb"]))
+            self._make(image, int(volume["size_gb"]), shared=bool(volume.get("store")))
         self._lock(vid, image)
         point = self.mountpoint(vid)
         if not _mounted(point):
             point.mkdir(parents=True, exist_ok=True)
-            _run(["mount", "-o", "loop,nodev,nosuid", str(image), str(point)], f"mount {vid}")
+            try:
+                _run(["mount", "-o", "loop,nodev,nosuid", str(image), str(point)], f"mount {vid}")
+            except RuntimeFailure as exc:
+                if "already mounted" in str(exc):  # ext4's multi-mount protection said no
+                    raise Busy(f"volume {vid} is mounted on another host; trying again") from None
+                raise
             log.info("volume %s mounted at %s", vid, point)
         return point
 
@@ -97,20 +105,34 @@ class Volumes:
         vid = _checked_id(volume)
         self._unmount(vid)
         image = self.image(volume)
-        for path in (image, image.with_name(image.name + ".part")):
+        for path in (image, *image.parent.glob(f"{image.name}.*.part")):
             path.unlink(missing_ok=True)
         log.info("volume %s deleted (%s)", vid, image)
 
-    def _make(self, image: Path, size_gb: int) -> None:
+    def _make(self, image: Path, size_gb: int, shared: bool) -> None:
+        """Make the image under a name of its own, then link it in place: on shared storage
+        another host making the same volume at once wins or loses whole (the loser uses the
+        winner's). An image on shared storage gets ext4's multi-mount protection (`mmp`):
+        the kernel refuses to mount it while another host has it mounted, even one whose
+        agent died (its lock went with it)."""
         image.parent.mkdir(parents=True, exist_ok=True)
-        part = image.with_name(image.name + ".part")
-        with open(part, "wb") as handle:
-            handle.truncate(size_gb * GIB)  # sparse: only what is written takes disk
-        _run(
-            ["mkfs.ext4", "-q", "-F", "-m", "0", "-E", "root_owner=0:0", str(part)],
-            f"make volume {image.stem}",
-        )
-        os.replace(part, image)
+        part = image.with_name(f"{image.name}.{uuid.uuid4().hex[:12]}.part")
+        try:
+            with open(part, "wb") as handle:
+                handle.truncate(size_gb * GIB)  # sparse: only what is written takes disk
+            features = ["-O", "mmp"] if shared else []
+            _run(
+                ["mkfs.ext4", "-q", "-F", "-m", "0", *features, "-E", "root_owner=0:0",
+                 str(part)],
+                f"make volume {image.stem}",
+            )  # fmt: skip
+            try:
+                os.link(part, image)
+            except FileExistsError:
+                log.info("volume %s was made by another host at once: using it", image.stem)
+                return
+        finally:
+            part.unlink(missing_ok=True)
         log.info("volume %s made: %d GiB at %s", image.stem, size_gb, image)
 
     def _lock(self, vid: str, image: Path) -> None:

@@ -175,14 +175,26 @@ def test_an_instance_runs_where_its_volume_is_and_holds_it_until_terminated(api:
         "/api/v1/instances", headers=headers, json={"gpu": "H100", "volumes": ["data:/work"]}
     )
     assert "attached to another instance" in _error(r, 409, "conflict")
+    r = api.client.post(  # the same volume by name and by id
+        "/api/v1/instances",
+        headers=headers,
+        json={"gpu": "H100", "volumes": ["data:/a", f"{volume['id']}:/b"]},
+    )
+    assert "listed twice" in _error(r, 422, "invalid_input")
     assert "terminate the instance first" in _error(
         api.client.delete("/api/v1/volumes/data", headers=headers), 409, "conflict"
     )
-    # a stop keeps it attached (the start gets it back); a terminate frees it
+    # a stop keeps it attached, and the start lands where its data is; a terminate frees it
     assert api.client.post("/api/v1/instances/a/stop", headers=headers).status_code == 200
     _converge(api)
     volume = api.client.get("/api/v1/volumes/data", headers=headers).json()
     assert volume["state"] == "attached"
+    assert api.client.post("/api/v1/instances/a/start", headers=headers).status_code == 200
+    _converge(api)
+    again = api.client.get("/api/v1/instances/a", headers=headers).json()
+    assert again["status"] == "running" and again["nodes"] == shown["nodes"]
+    assert api.client.post("/api/v1/instances/a/stop", headers=headers).status_code == 200
+    _converge(api)
     assert api.client.delete("/api/v1/instances/a", headers=headers).status_code == 200
     _converge(api)
     assert api.client.get("/api/v1/volumes/data", headers=headers).json()["state"] == "available"

@@ -94,7 +94,8 @@ class MountRequest:
 def check_path(path: str) -> str:
     """An absolute path in the container, not a system folder or the platform's own."""
     clean = "/" + "/".join(p for p in path.split("/") if p)
-    if not _MOUNT.fullmatch(path) or ".." in path.split("/") or clean != path.rstrip("/"):
+    dots = any(part in (".", "..") for part in path.split("/"))
+    if not _MOUNT.fullmatch(path) or dots or clean != path.rstrip("/"):
         raise InvalidInput(
             f"volumes: bad mount path {path[:60]!r}: an absolute path of letters, digits and "
             "._-/ such as /data",

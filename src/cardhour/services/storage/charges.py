@@ -29,6 +29,14 @@ STORAGE = statement_ledger.STORAGE  # the transfers' kind; credits are checked a
 # GPU model: only credits not tied to GPU models pay for storage
 
 
+def spendable(session: Session, owner_id: str, currency: str, now: datetime) -> Money:
+    """What can pay for the owner's storage now: cash and the credits not tied to GPU models
+    (`wallet.draw` spends no other for storage)."""
+    balance = wallet.balance(session, owner_id, currency, now)
+    credits = [c.balance for c in balance.credits if not c.gpu_models and not c.expired]
+    return sum(credits, balance.cash)
+
+
 def billed_end(row: VolumeRow, now: datetime) -> datetime:
     """Where the volume's charge ends: its deletion request, else now."""
     return as_utc(row.delete_requested_at) if row.delete_requested_at is not None else now

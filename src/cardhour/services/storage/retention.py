@@ -1,7 +1,7 @@
 """Volumes of owners whose money ran out: never deleted silently (docs/dev/storage.md).
 
-When an owner's balance (cash, usable credits and what is held for their instances) is zero
-or less, each of their
+When what an owner has for storage (cash, credits not tied to GPU models, and what is held for
+their instances) is zero or less, each of their
 volumes becomes overdue: it is kept, and still charged, for the retention period, with a notice
 at once and another a day before the end; once the balance is positive again the volumes are
 kept for good (a notice says so). At the end of the period a volume is deleted, unless an
@@ -22,6 +22,7 @@ from cardhour.core.storage.volumes import ATTACHED, AVAILABLE
 from cardhour.db.models import VolumeRow
 from cardhour.services.accounts import notifications
 from cardhour.services.billing import wallet
+from cardhour.services.storage import charges
 from cardhour.services.storage.volumes import event, request_delete
 from cardhour.store.compute import instances as instance_store
 from cardhour.store.storage import volumes as store
@@ -30,14 +31,25 @@ WARN_BEFORE = timedelta(days=1)
 
 
 def check(session: Session, now: datetime, currency: str, retention: timedelta) -> int:
-    """One pass over every owner of live volumes; returns how many volumes it changed."""
+    """One pass over every owner of live volumes; returns how many volumes it changed. Locks
+    the instances holding volumes whose time is up, then the owner's volumes (the lock order:
+    an instance, then its volumes)."""
     changed = 0
     for owner_id in store.live_owners(session):
-        balance = wallet.balance(session, owner_id, currency, now)
-        broke = (balance.available + balance.held).micros <= 0  # holds are still theirs
-        rows = store.live_of(session, owner_id, lock=True)
+        held = wallet.balance(session, owner_id, currency, now).held  # still theirs
+        broke = (charges.spendable(session, owner_id, currency, now) + held).micros <= 0
+        due = sorted(  # the instances holding volumes whose time is up: locked first
+            r.instance_id
+            for r in store.live_of(session, owner_id)
+            if r.instance_id is not None
+            and r.overdue_since is not None
+            and now >= as_utc(r.overdue_since) + retention
+        )
+        for instance_id in due:
+            instance_store.get_instance(session, instance_id, lock=True)
+        rows = store.live_of(session, owner_id, lock=True)  # then the volumes, fresh
         if broke:
-            changed += _overdue(session, owner_id, rows, now, retention)
+            changed += _overdue(session, owner_id, rows, now, retention, set(due))
         elif any(r.overdue_since is not None for r in rows):
             names = ", ".join(r.name for r in rows if r.overdue_since is not None)
             for row in rows:
@@ -55,7 +67,12 @@ def check(session: Session, now: datetime, currency: str, retention: timedelta) 
 
 
 def _overdue(
-    session: Session, owner_id: str, rows: list[VolumeRow], now: datetime, retention: timedelta
+    session: Session,
+    owner_id: str,
+    rows: list[VolumeRow],
+    now: datetime,
+    retention: timedelta,
+    locked: set[str],
 ) -> int:
     changed = 0
     fresh = [r for r in rows if r.overdue_since is None]
@@ -78,7 +95,7 @@ def _overdue(
             continue
         end = as_utc(row.overdue_since) + retention
         if now >= end:
-            changed += _expire(session, owner_id, row, now, retention)
+            changed += _expire(session, owner_id, row, now, retention, locked)
         elif now >= end - WARN_BEFORE and row.overdue_warned_at is None:
             row.overdue_warned_at = now
             event(session, row, "warned", f"deleted at {end:%Y-%m-%d %H:%M} UTC", now)
@@ -97,11 +114,19 @@ IN_USE = (InstanceStatus.PENDING, InstanceStatus.PROVISIONING, InstanceStatus.RU
 
 
 def _expire(
-    session: Session, owner_id: str, row: VolumeRow, now: datetime, retention: timedelta
+    session: Session,
+    owner_id: str,
+    row: VolumeRow,
+    now: datetime,
+    retention: timedelta,
+    locked: set[str],
 ) -> int:
     """The retention period is over: delete the volume (detached first from a stopped
-    instance); 0 while an instance that still runs holds it."""
+    instance, whose row `locked` says this transaction holds); 0 while an instance that still
+    runs holds it, or one this pass did not lock (attached since: the next pass)."""
     if row.state == ATTACHED and row.instance_id is not None:
+        if row.instance_id not in locked:
+            return 0
         instance = instance_store.get_instance(session, row.instance_id)
         if instance is not None and InstanceStatus(instance.status) in IN_USE:
             return 0

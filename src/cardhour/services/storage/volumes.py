@@ -25,8 +25,8 @@ from cardhour.core.money import Money
 from cardhour.core.storage import volumes as core
 from cardhour.core.storage.volumes import ATTACHED, AVAILABLE, DELETED, DELETING, MountRequest
 from cardhour.db.models import InstanceRow, UserRow, VolumeEventRow, VolumeRow
-from cardhour.services.billing import wallet
 from cardhour.services.ids import new_id
+from cardhour.services.storage import charges
 from cardhour.store.storage import volumes as store
 
 MAX_VOLUMES = 100  # live volumes per account
@@ -63,7 +63,7 @@ def create(
     kept = Money(
         sum(core.storage_cost(r.size_gb, 3600, r.price_micros) for r in live), price.currency
     )
-    available = wallet.balance(session, user.id, price.currency, now).available
+    available = charges.spendable(session, user.id, price.currency, now)
     if available < hour + kept:
         also = f" and of the volumes you have ({kept.exact_str()})" if kept.micros else ""
         raise InsufficientBalance(
@@ -190,7 +190,10 @@ def where(
         raise InvalidInput(
             f"unknown data centre {data_centre!r}; data centres: {known}", field="data_centre"
         )
-    places = {m.volume: get(session, user, m.volume).data_centre for m in mounts}
+    rows = {m.volume: get(session, user, m.volume) for m in mounts}
+    if len({row.id for row in rows.values()}) < len(rows):
+        raise InvalidInput("volumes: one volume is listed twice (by name and id)", field="volumes")
+    places = {name: row.data_centre for name, row in rows.items()}
     if len(set(places.values())) > 1:
         said = ", ".join(f"{name} in {dc}" for name, dc in sorted(places.items()))
         raise InvalidInput(
@@ -254,10 +257,13 @@ def attach(
 
 def placed(session: Session, instance: InstanceRow, nodes: list[str]) -> None:
     """The instance was placed on `nodes`: its volumes on no host yet live on its first node
-    from now on (a shared store's too: that host removes the data on delete)."""
+    from now on (a shared store's too: that host removes the data on delete), and the instance
+    is pinned there for its next starts when one lives on that host's own disk."""
     for row in store.attached_to(session, instance.id, lock=True):
         if row.host is None or row.store is not None:
             row.host = nodes[0]
+        if row.store is None:
+            instance.placement_host = row.host
 
 
 def detach(session: Session, instance: InstanceRow, now: datetime) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from cardhour.core.storage.volumes import ATTACHED, AVAILABLE, DELETED, DELETING
@@ -27,8 +27,7 @@ def list_owned(session: Session, owner_id: str, include_deleted: bool = False) -
 def find_owned(session: Session, owner_id: str, ident: str, lock: bool = False) -> VolumeRow | None:
     """The owner's live (not deleted) volume whose id or name is `ident`."""
     stmt = select(VolumeRow).where(VolumeRow.owner_id == owner_id, VolumeRow.state != DELETED)
-    if lock:
-        stmt = stmt.with_for_update().execution_options(populate_existing=True)
+    stmt = _locked(stmt, lock)
     for column in (VolumeRow.id, VolumeRow.name):
         row = session.scalars(stmt.where(column == ident)).first()
         if row is not None:
@@ -48,12 +47,20 @@ def attached_to(session: Session, instance_id: str, lock: bool = False) -> list[
     stmt = select(VolumeRow).where(
         VolumeRow.instance_id == instance_id, VolumeRow.state == ATTACHED
     )
-    return list(session.scalars(stmt.order_by(VolumeRow.id)))
+    return list(session.scalars(_locked(stmt, lock).order_by(VolumeRow.id)))
+
+
+def _locked(stmt: Select[VolumeRow], lock: bool) -> Select[VolumeRow]:
+    """`stmt` locking its rows and reading them fresh (an unlocked read of this transaction
+    may hold them already), when `lock`."""
+    if not lock:
+        return stmt
+    return stmt.with_for_update().execution_options(populate_existing=True)
 
 
 def get(session: Session, volume_id: str, lock: bool = False) -> VolumeRow | None:
     stmt = select(VolumeRow).where(VolumeRow.id == volume_id)
-    return session.scalars(stmt.with_for_update() if lock else stmt).first()
+    return session.scalars(_locked(stmt, lock)).first()
 
 
 def being_deleted(session: Session) -> list[VolumeRow]:
@@ -66,9 +73,7 @@ def lock(session: Session, ids: list[str]) -> list[VolumeRow]:
     if not ids:
         return []
     stmt = select(VolumeRow).where(VolumeRow.id.in_(ids)).order_by(VolumeRow.id)
-    # fresh from the database: an unlocked read of this transaction may hold them already
-    locked = stmt.with_for_update().execution_options(populate_existing=True)
-    return list(session.scalars(locked))
+    return list(session.scalars(_locked(stmt, True)))
 
 
 def billable(session: Session) -> list[VolumeRow]:
@@ -112,6 +117,4 @@ def live_of(session: Session, owner_id: str, lock: bool = False) -> list[VolumeR
     stmt = select(VolumeRow).where(
         VolumeRow.owner_id == owner_id, VolumeRow.state.in_((AVAILABLE, ATTACHED))
     )
-    if lock:
-        stmt = stmt.with_for_update().execution_options(populate_existing=True)
-    return list(session.scalars(stmt.order_by(VolumeRow.id)))
+    return list(session.scalars(_locked(stmt, lock).order_by(VolumeRow.id)))
