@@ -26,6 +26,10 @@ from tests.scheduler.factories import (
 H100 = frozenset({"H100"})
 
 
+def bare_on(rid: str, node: str) -> Request:
+    return Request(rid, num_gpu=8, nodes=1, node=node)
+
+
 def bare(rid: str, gpus: int = 8, models: frozenset[str] = frozenset()) -> Request:
     return Request(rid, num_gpu=gpus, nodes=1, gpu_models=models)
 
@@ -176,6 +180,22 @@ CASES = [
         ],
         [{"b": (0,)}, "0/2 nodes fit: 2 other data centre"],
         used={0: [1000] * 7 + [400]},
+    ),
+    Case(
+        "the node constraint (where a request's volume is)",
+        [make_node("a"), make_node("b"), make_node("c")],
+        [
+            Request("v", cpu_milli=1000, num_gpu=2, gpu_milli=1000, node="c"),
+            Request("w", cpu_milli=1000, num_gpu=8, gpu_milli=1000, node="c"),
+            Request("x", cpu_milli=1000, num_gpu=1, gpu_milli=1000, node="gone"),
+            bare_on("y", "b"),
+        ],
+        [
+            {"c": (0, 1)},
+            "0/3 nodes fit: 2 its volume is on another host, 1 insufficient GPU",
+            "0/3 nodes fit: 3 its volume is on another host",
+            {"b": tuple(range(8))},
+        ],
     ),
 ]
 
