@@ -12,6 +12,7 @@ from sqlalchemy import select
 from cardhour.db.engine import transaction
 from cardhour.db.models import LedgerTransferRow
 from cardhour.services.billing import ledger
+from cardhour.services.storage import charges
 from tests.conftest import Api
 
 PRICE = Decimal("0.0003")  # the demo fleet's CNY per GB-hour
@@ -385,3 +386,65 @@ def test_a_launch_can_name_its_data_centre_and_its_volumes_must_be_there(api: Ap
         r = api.client.post("/api/v1/instances", headers=headers, json={"gpu": "H100", **body})
         assert said in _error(r, status, code)
     assert api.client.get("/api/v1/volumes/data", headers=headers).json()["state"] == "available"
+
+
+def test_a_launch_refused_after_attaching_leaves_the_volume_free(api: Api) -> None:
+    headers = api.signup()  # 10.00 CNY: not an hour of 8 × H100 (15.20)
+    _create(api, headers, name="data")
+    r = api.client.post(
+        "/api/v1/instances",
+        headers=headers,
+        json={"gpu": "H100", "count": 8, "volumes": ["data:/data"]},
+    )
+    _error(r, 402, "insufficient_balance")  # refused after the attach, in the same transaction
+    volume = api.client.get("/api/v1/volumes/data", headers=headers).json()
+    assert (volume["state"], volume["instance_id"]) == ("available", None)
+    assert [e["kind"] for e in volume["events"]] == ["created"]
+    _launch(api, headers, volumes=["data:/data"])  # one H100 fits: it attaches now
+
+
+def test_a_charge_cut_short_is_all_or_nothing_and_done_once_after(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    headers = api.signup()
+    made = _create(api, headers, name="data", size="100G")
+    real = charges.wallet.draw
+
+    def draw_then_die(*args: object, **kwargs: object) -> None:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        raise RuntimeError("the control plane died mid-charge")
+
+    monkeypatch.setattr(charges.wallet, "draw", draw_then_die)
+    api.clock.advance(3600)
+    with pytest.raises(RuntimeError, match="mid-charge"):
+        api.platform.reconcile()
+    assert _posted(api, made["id"]) == 0  # nothing of the cut-short charge stands
+    assert api.client.get("/api/v1/volumes/data", headers=headers).json()["charged"] == "0.000000"
+    monkeypatch.setattr(charges.wallet, "draw", real)
+    api.settle()
+    api.settle()  # once, not again
+    assert _posted(api, made["id"]) == Decimal(_exact(100, 3600))
+    with transaction(api.platform.sessions) as s:
+        assert ledger.verify(s).balanced
+
+
+def test_credits_tied_to_gpu_models_do_not_pay_for_storage(api: Api) -> None:
+    email, password = api.platform.bootstrap_admin()
+    login = api.client.post("/api/v1/auth/login", json={"email": email, "password": password})
+    admin = {"Authorization": f"Bearer {login.json()['api_key']}"}
+    headers = api.signup()
+    me = api.client.get("/api/v1/auth/me", headers=headers).json()["email"]
+    grant = {"email": me, "kind": "grant_credit", "amount": "1000", "gpu_models": ["H100"]}
+    assert api.client.post("/api/v1/admin/credits", headers=admin, json=grant).status_code == 201
+    # the 10.00 trial pays for storage, the 1,000 of H100 credit does not: 3 × 10 TiB fit, not 4
+    for i in range(3):
+        _create(api, headers, name=f"big{i}", size="10T")
+    r = api.client.post(
+        "/api/v1/volumes",
+        headers=headers,
+        json={"name": "big3", "size": "10T", "data_centre": "bj1"},
+    )
+    _error(r, 402, "insufficient_balance")
+    api.settle(3 * 3600 + 20 * 60)  # the trial is spent: overdue, whatever the H100 credit holds
+    api.settle(60)
+    assert api.client.get("/api/v1/volumes/big0", headers=headers).json()["overdue_since"]
