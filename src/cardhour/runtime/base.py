@@ -79,6 +79,9 @@ class ContainerSpec:
     user: str | None = None  # `uid:gid` the process runs as (None: the image's user)
     pids_limit: int | None = None  # at most this many processes and threads
     unprivileged: bool = False  # every capability dropped, no privileges gained by exec
+    #: run `image` (a container's disk kept by `commit`) with the ENTRYPOINT and CMD of this
+    #: image instead (the renter's own: a commit keeps the platform's entrypoint in its config)
+    config_image: str | None = None
 
 
 class ContainerState(StrEnum):
@@ -121,6 +124,16 @@ class ContainerRuntime(ABC):
     @abstractmethod
     def image_labels(self, ref: str) -> dict[str, str] | None:
         """The labels of image `ref`; None when it is not here."""
+
+    @abstractmethod
+    def commit(self, name: str, ref: str) -> None:
+        """Keep container `name`'s file system (its image and every change made in it, not
+        its mounts) as image `ref`, replacing an image of that name. RuntimeFailure when the
+        container is gone."""
+
+    @abstractmethod
+    def remove_image(self, ref: str) -> None:
+        """Remove image `ref`; silent when it is not here."""
 
     @abstractmethod
     def run_once(self, image: str, argv: builtins.list[str], timeout: int = 60) -> tuple[int, str]:

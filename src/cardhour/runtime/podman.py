@@ -40,17 +40,16 @@ from cardhour.runtime.base import (
     ContainerSpec,
     ContainerState,
     ContainerStatus,
-    ImageUnavailable,
     RuntimeFailure,
 )
 from cardhour.runtime.engine_cli import (
-    build_failure,
     gone,
     last_line,
     parse_inspect,
     parse_ps,
     process_argv,
 )
+from cardhour.runtime.podman_images import PodmanImages
 
 #: where the runtime's files (entrypoint, keys) live inside a container
 INNER_DIR = "/.cardhour"
@@ -58,7 +57,7 @@ INNER_DIR = "/.cardhour"
 DEFAULT_CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"), Path("/run/cdi"))
 
 
-class PodmanRuntime(ContainerRuntime):
+class PodmanRuntime(PodmanImages, ContainerRuntime):
     """Podman on this host. `conf`: a containers.conf given to every call as CONTAINERS_CONF.
     `cdi_dirs`: folders of CDI specs; Podman 4.3 reads only /etc/cdi and /var/run/cdi, so other
     folders need a Podman with `--cdi-spec-dir` (RuntimeFailure at the first call otherwise).
@@ -141,35 +140,6 @@ class PodmanRuntime(ContainerRuntime):
         except RuntimeFailure:
             return False
 
-    #: the engine's "is this image here" call (Docker has no `image exists`)
-    image_present = ("image", "exists")
-
-    def ensure_image(self, ref: str) -> None:
-        if self._call([*self.image_present, ref]).returncode == 0:
-            return
-        if ref.startswith("localhost/"):
-            raise ImageUnavailable(f"image {ref} is not on this host (local builds are not pulled)")
-        pulled = self._call(["pull", "--quiet", ref], timeout=max(self.call_timeout, 1800))
-        if pulled.returncode != 0:
-            reason = last_line(pulled.stderr)
-            raise ImageUnavailable(f"image {ref} is not on this host and its pull failed: {reason}")
-
-    #: never pull the base of a build (Docker's `build` does not pull a local image anyway)
-    build_flags: tuple[str, ...] = ("--pull=never",)
-
-    def build(self, context: str, tag: str, labels: dict[str, str]) -> None:
-        label_args = [arg for k, v in sorted(labels.items()) for arg in ("--label", f"{k}={v}")]
-        argv = ["build", "--quiet", *self.build_flags, "--network=none", *label_args, "-t", tag]
-        result = self._call([*argv, context], timeout=max(self.call_timeout, 600))
-        if result.returncode != 0:
-            raise RuntimeFailure(f"building {tag} failed: {build_failure(result.stderr)}")
-
-    def image_labels(self, ref: str) -> dict[str, str] | None:
-        result = self._call(["image", "inspect", "--format", "{{json .Config.Labels}}", ref])
-        if result.returncode != 0:
-            return None
-        return dict(json.loads(result.stdout or "null") or {})
-
     def run_once(self, image: str, argv: builtins.list[str], timeout: int = 60) -> tuple[int, str]:
         run = ["run", "--rm", "--network", "none", "--read-only", "--entrypoint", argv[0], image]
         result = self._call([*run, *argv[1:]], timeout=timeout)
@@ -181,7 +151,9 @@ class PodmanRuntime(ContainerRuntime):
         """As the contract, in three engine calls when the image is here: `image inspect`,
         `run --detach` (create and start), `inspect`. A name that exists is not looked up
         first: `run` refuses it ("already in use") and its status is returned."""
-        entrypoint, cmd = self.image_config(spec.image)
+        if spec.config_image is not None:  # a kept disk, with its own image's ENTRYPOINT/CMD
+            self.ensure_image(spec.image)
+        entrypoint, cmd = self.image_config(spec.config_image or spec.image)
         if spec.network == PRIVATE:
             self._private_network(spec.name, spec.labels)
         try:
@@ -259,18 +231,6 @@ class PodmanRuntime(ContainerRuntime):
                 args += ["--mount", f"type=bind,src={source},dst={INNER_DIR}/{target},ro=true"]
             argv = ["/bin/sh", f"{INNER_DIR}/entrypoint.sh", *argv]
         return [*args, "--entrypoint", argv[0], spec.image, *argv[1:]]
-
-    def image_config(self, ref: str) -> tuple[list[str], list[str]]:
-        """The ENTRYPOINT and CMD image `ref` declares (empty lists when it declares none),
-        pulling it when it is not here (`ensure_image`): one engine call when it is."""
-        inspected = self._call(["image", "inspect", "--format", "{{json .Config}}", ref])
-        if inspected.returncode != 0:
-            self.ensure_image(ref)
-            inspected = self._call(["image", "inspect", "--format", "{{json .Config}}", ref])
-            if inspected.returncode != 0:
-                raise RuntimeFailure(last_line(inspected.stderr))
-        config = json.loads(inspected.stdout) or {}
-        return list(config.get("Entrypoint") or []), list(config.get("Cmd") or [])
 
     #: options of a private network: isolated from every other isolated network (netavark's
     #: `isolate`, Podman 4.3+; Docker isolates user-defined bridges without being asked)

@@ -1,0 +1,79 @@
+"""The image calls of the Podman (and Docker) CLI runtime: whether an image is here, pulling
+it, building one offline, its labels and the ENTRYPOINT/CMD it declares, and a container's
+disk kept as an image (`commit`, `remove_image`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from cardhour.runtime.base import ImageUnavailable, RuntimeFailure
+from cardhour.runtime.engine_cli import build_failure, last_line
+
+
+class PodmanImages:
+    """Mixed into `PodmanRuntime`, which provides `_call` and `call_timeout`."""
+
+    call_timeout: int
+
+    def _call(
+        self, args: list[str], timeout: int | None = None, global_args: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        raise NotImplementedError
+
+    #: the engine's "is this image here" call (Docker has no `image exists`)
+    image_present = ("image", "exists")
+
+    def ensure_image(self, ref: str) -> None:
+        if self._call([*self.image_present, ref]).returncode == 0:
+            return
+        if ref.startswith("localhost/"):
+            raise ImageUnavailable(f"image {ref} is not on this host (local builds are not pulled)")
+        pulled = self._call(["pull", "--quiet", ref], timeout=max(self.call_timeout, 1800))
+        if pulled.returncode != 0:
+            reason = last_line(pulled.stderr)
+            raise ImageUnavailable(f"image {ref} is not on this host and its pull failed: {reason}")
+
+    #: never pull the base of a build (Docker's `build` does not pull a local image anyway)
+    build_flags: tuple[str, ...] = ("--pull=never",)
+
+    def build(self, context: str, tag: str, labels: dict[str, str]) -> None:
+        label_args = [arg for k, v in sorted(labels.items()) for arg in ("--label", f"{k}={v}")]
+        argv = ["build", "--quiet", *self.build_flags, "--network=none", *label_args, "-t", tag]
+        result = self._call([*argv, context], timeout=max(self.call_timeout, 600))
+        if result.returncode != 0:
+            raise RuntimeFailure(f"building {tag} failed: {build_failure(result.stderr)}")
+
+    def image_labels(self, ref: str) -> dict[str, str] | None:
+        result = self._call(["image", "inspect", "--format", "{{json .Config.Labels}}", ref])
+        if result.returncode != 0:
+            return None
+        return dict(json.loads(result.stdout or "null") or {})
+
+    def image_config(self, ref: str) -> tuple[list[str], list[str]]:
+        """The ENTRYPOINT and CMD image `ref` declares (empty lists when it declares none),
+        pulling it when it is not here (`ensure_image`): one engine call when it is."""
+        inspected = self._call(["image", "inspect", "--format", "{{json .Config}}", ref])
+        if inspected.returncode != 0:
+            self.ensure_image(ref)
+            inspected = self._call(["image", "inspect", "--format", "{{json .Config}}", ref])
+            if inspected.returncode != 0:
+                raise RuntimeFailure(last_line(inspected.stderr))
+        config = json.loads(inspected.stdout) or {}
+        return list(config.get("Entrypoint") or []), list(config.get("Cmd") or [])
+
+    def commit(self, name: str, ref: str) -> None:
+        """Keep container `name`'s file system (its image and every change made in it) as
+        image `ref`, replacing an image of that name; the mounts are not part of it.
+        RuntimeFailure when the container is gone."""
+        result = self._call(["commit", "--quiet", name, ref], timeout=max(self.call_timeout, 900))
+        if result.returncode != 0:
+            raise RuntimeFailure(f"cannot keep the disk of {name}: {last_line(result.stderr)}")
+
+    def remove_image(self, ref: str) -> None:
+        """Remove image `ref`; silent when it is not here."""
+        result = self._call(["rmi", "--force", ref])
+        text = result.stderr.lower()
+        if result.returncode != 0 and not any(w in text for w in ("not known", "no such image")):
+            raise RuntimeFailure(last_line(result.stderr))
