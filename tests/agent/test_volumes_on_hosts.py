@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cardhour.core.hosts import disk_ref
 from tests.agent.conftest import Hosts, wait_for
 from tests.agent.test_real_hosts import keypair, renter, settled, ssh
 
@@ -101,3 +102,34 @@ def test_a_volume_outlives_its_instance_and_its_size_holds(hosts: Hosts, tmp_pat
     assert len(gone) == 2
     mounts = Path("/proc/self/mountinfo").read_text()
     assert str(tmp_path / f"agent-{short}" / "volume-mounts") not in mounts
+
+
+def test_a_stop_keeps_the_containers_disk_and_the_start_finds_it(
+    hosts: Hosts, tmp_path: Path
+) -> None:
+    for short, address in {"c": "127.0.1.53", "d": "127.0.1.54"}.items():
+        hosts.join(short, address)
+    key, public = keypair(tmp_path, "renter")
+    user = renter(hosts, public)
+    r = hosts.call("POST", "/instances", user, json={"gpu": "H100", "name": "keeper"})
+    assert r.status_code == 201, r.text
+    ident = r.json()["id"]
+    _run(hosts, user, key, "keeper", "echo mine > /root/kept.txt")
+    node = settled(hosts, user, "keeper", "running")["nodes"][0]
+    short = node.removeprefix(f"{hosts.prefix}-")
+    disk = disk_ref(ident)
+
+    assert hosts.call("POST", "/instances/keeper/stop", user).status_code == 200
+    stopped = settled(hosts, user, "keeper", "stopped")
+    assert stopped["nodes"] == [] and hosts.containers(short) == []
+    assert hosts.runtime.image_labels(disk) is not None  # the disk, kept on its host
+
+    assert hosts.call("POST", "/instances/keeper/start", user).status_code == 200
+    again = settled(hosts, user, "keeper", "running", "failed")
+    assert again["status"] == "running", again["status_reason"]
+    assert again["nodes"] == [node]  # where its disk is
+    assert _run(hosts, user, key, "keeper", "cat /root/kept.txt") == "mine\n"
+
+    assert hosts.call("DELETE", "/instances/keeper", user).status_code == 200
+    settled(hosts, user, ident, "terminated")
+    wait_for(lambda: hosts.runtime.image_labels(disk) is None, 60, "the disk let go")

@@ -9,7 +9,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from cardhour.runtime.base import ContainerSpec, Mount, RuntimeFailure
+from cardhour.runtime.base import LABEL_HOST, ContainerSpec, Mount, RuntimeFailure
 from cardhour.runtime.podman import PodmanRuntime
 
 from .conftest import PYTORCH, wait_for
@@ -32,6 +32,7 @@ def test_a_kept_disk_runs_again_with_its_files_and_its_images_process(
             ContainerSpec(
                 name=first,
                 image=PYTORCH,
+                labels={LABEL_HOST: "disk-test-host"},
                 ssh_keys=keys,
                 publish_address=LOOPBACK,
                 mounts=(Mount(str(shared), "/mnt/outside", read_only=False),),
@@ -45,7 +46,10 @@ def test_a_kept_disk_runs_again_with_its_files_and_its_images_process(
         runtime.stop(first)
         runtime.commit(first, disk)
         runtime.remove(first)
-        assert runtime.image_labels(disk) is not None
+        assert (runtime.image_labels(disk) or {}).get(LABEL_HOST) == "disk-test-host"
+        repository = disk.rsplit("/", 1)[0]
+        assert disk in runtime.images(repository, {LABEL_HOST: "disk-test-host"})
+        assert disk not in runtime.images(repository, {LABEL_HOST: "another-host"})
 
         status = runtime.run(
             ContainerSpec(

@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cardhour.agent import nccl
+from cardhour.agent import clusters, disks, nccl
 from cardhour.agent import volumes as volume_tasks
 from cardhour.agent.apps import AppReplicas, free_port
 from cardhour.agent.volumes import Busy, Volumes
-from cardhour.core.cluster import HOSTFILE_PATH
-from cardhour.core.hosts import EXITED, FAILED, PENDING, RUNNING, clamped
+from cardhour.core.hosts import EXITED, FAILED, PENDING, RUNNING, STOPPED, clamped
 from cardhour.runtime.base import (
     LABEL_HOST,
     LABEL_WORKLOAD,
@@ -41,7 +40,6 @@ log = logging.getLogger("cardhour.agent")
 LABEL_FINGERPRINT = "org.cardhour.fingerprint"
 LABEL_SSH_PORT = "org.cardhour.ssh-port"  # on the host's network: where its sshd listens
 LOG_LINES = 20
-HOSTFILE_DIR = HOSTFILE_PATH.rsplit("/", 1)[0]
 SSHD_GRACE_SECONDS = 2.0  # silent this long: ask whether the image has sshd at all
 TIDY_SECONDS = 600.0  # leftovers of cut-short engine calls: at the first pass, then this often
 
@@ -67,6 +65,7 @@ class Converger:
     silent_since: dict[str, tuple[str, float]] = field(default_factory=dict)
     apps: AppReplicas | None = None  # marketplace replicas (None: this agent runs none)
     volumes: Volumes | None = None  # persistent volumes (None: this agent keeps none)
+    disks: set[str] = field(default_factory=set)  # the disks the last pass's specs named
 
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
@@ -80,11 +79,20 @@ class Converger:
             self.tidied_at = time.monotonic()  # a failure is tried again then, not every pass
             try:  # what a run or removal cut short left (the agent died in between)
                 self.runtime.tidy({LABEL_HOST: self.host})
+                disks.sweep(self.runtime, self.host, desired)
                 if self.apps is not None:
                     self.apps.tidy({c.name for c in have.values()})
             except (RuntimeFailure, OSError) as exc:
                 log.warning("cannot tidy this host's leftovers: %s", exc)
-        settled, self.unfinished = True, set()
+        named = {str(s["disk"]) for s in desired if s.get("disk")}
+        if self.disks - named:  # a disk let go: removed now, not at the next tidy pass
+            disks.sweep(self.runtime, self.host, desired)
+        self.disks, self.unfinished = named, set()
+        kept = [  # asked to stop keeping their disks: no container to start or report on
+            disks.keep(self.runtime, n, self.box(n), want.pop(n), have.pop(n, None), self._remove)
+            for n in [n for n, spec in want.items() if spec.get("stopped")]
+        ]
+        settled = all(r["state"] == STOPPED for r in kept)
         for name in sorted(set(have) - set(want)):
             log.info("removing %s: no longer wanted here", name)
             self._remove(have[name].name)
@@ -105,7 +113,7 @@ class Converger:
             del self.failed[name]
         if self.volumes is not None:  # what no wanted container mounts any more
             self.volumes.release(volume_tasks.in_use(list(want.values())))
-        reports = [volume_tasks.run_task(self.volumes, task) for task in tasks]
+        reports = [*kept, *(volume_tasks.run_task(self.volumes, task) for task in tasks)]
         for name, spec in want.items():
             try:
                 report = self._report(name, spec, have.get(name))
@@ -189,9 +197,11 @@ class Converger:
         ssh_port = free_port(self.address) if host_network else None
         if ssh_port is not None:
             labels[LABEL_SSH_PORT] = str(ssh_port)
+        image, config_image = disks.source(self.runtime, spec)
         return ContainerSpec(
             name=self.box(str(spec["workload"])),
-            image=str(spec["image"]),
+            image=image,
+            config_image=config_image,
             labels=labels,
             command=spec.get("command"),
             env={str(k): str(v) for k, v in (spec.get("env") or {}).items()},
@@ -283,23 +293,8 @@ class Converger:
         started = str(status.started_at)
         if self.applied.get(name) == (started, peers["digest"]):
             return str(peers["digest"])
-        keys = "\n".join([str(spec.get("ssh_keys") or "").strip(), *peers["keys"]]).strip()
-        config = "".join(
-            f"Host {p['host']}\n  HostName {p['address']}\n  Port {p['port']}\n  User root\n"
-            "  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking no\n"
-            "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
-            for p in peers["ssh"]
-        )
-        script = (
-            'umask 077 && mkdir -p /root/.ssh && printf "%s\\n" "$1" > /root/.ssh/keys.tmp '
-            "&& mv /root/.ssh/keys.tmp /root/.ssh/authorized_keys "
-            '&& printf "%s" "$2" > /root/.ssh/config '
-            f'&& umask 022 && mkdir -p {HOSTFILE_DIR} && printf "%s" "$3" > {HOSTFILE_PATH}'
-        )
-        hostfile = str(spec.get("hostfile") or "")
-        argv = ["sh", "-c", script, "sh", keys, config, hostfile]
         try:
-            code, out = self.runtime.exec(name, argv, 30)
+            code, out = self.runtime.exec(name, clusters.peers_argv(spec, peers), 30)
         except RuntimeFailure:
             return None
         if code != 0:

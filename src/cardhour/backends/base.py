@@ -62,6 +62,8 @@ class LaunchSpec:
     instance_name: str = ""  # the renter's name: a cluster's hostnames (`core.cluster`)
     node_order: tuple[str, ...] = ()  # a cluster's nodes by rank (`core.cluster.layout`)
     volumes: tuple[Attachment, ...] = ()  # the renter's volumes, mounted read-write
+    #: where a stop keeps the container's disk (a single node's), and a start finds it
+    disk: str | None = None
 
 
 class MachineState(StrEnum):
@@ -103,6 +105,12 @@ class Backend(ABC):
     @abstractmethod
     def terminate(self, external_name: str) -> None:
         """Release everything of that name. Silent if it does not exist."""
+
+    def stop(self, external_name: str) -> None:
+        """Release the workload's GPUs, keeping its disk where the backend can (`poll` then
+        says `gone` with `disk_host` in its connection). This default keeps nothing: it is
+        `terminate`."""
+        self.terminate(external_name)
 
     def remove_volume(self, volume_id: str, host: str, store: str | None) -> bool:
         """Remove a deleted volume's data from `host` (its image on the shared `store`, or in

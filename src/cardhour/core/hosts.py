@@ -22,9 +22,19 @@ from cardhour.core.topology import NodeSpec
 
 #: host (= node) names: what `cardhour admin hosts add NAME` accepts
 NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
-#: container states an agent reports (`pending`: wanted, not made yet)
-PENDING, RUNNING, EXITED, FAILED = "pending", "running", "exited", "failed"
-STATES = (PENDING, RUNNING, EXITED, FAILED)
+#: container states an agent reports (`pending`: wanted, not made yet; `stopped`: asked to
+#: stop keeping its disk, and it did: the container is gone, its disk kept as an image)
+PENDING, RUNNING, EXITED, FAILED, STOPPED = "pending", "running", "exited", "failed", "stopped"
+STATES = (PENDING, RUNNING, EXITED, FAILED, STOPPED)
+#: where a single-node instance's container disk is kept on its host while it is stopped
+DISK_REPOSITORY = "localhost/cardhour-disk"
+
+
+def disk_ref(instance_id: str) -> str:
+    """The image a stopped instance's container disk is kept as (`DISK_REPOSITORY`)."""
+    return f"{DISK_REPOSITORY}/{instance_id}:latest"
+
+
 #: the longest text field of a container report (a report is not a log shipper): the control
 #: plane refuses more, the agent keeps the last this many characters of a longer one
 MAX_REPORT_TEXT = 64_000

@@ -21,6 +21,7 @@ from cardhour.backends.base import (
 )
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import Clock
+from cardhour.core.hosts import disk_ref
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
 from cardhour.reconcilers.gate import Gate
@@ -55,6 +56,7 @@ def launch_spec(claim: Claim, catalog: Catalog | None = None) -> LaunchSpec:
         instance_name=claim.name,
         node_order=claim.node_order,
         volumes=claim.volumes,
+        disk=disk_ref(claim.instance_id) if len(claim.gpus_by_node) == 1 else None,
     )
 
 
@@ -101,12 +103,17 @@ class ProvisioningReconciler(Reconciler):
         assert claim.external_name is not None
         name = claim.external_name
         if claim.status == "stopping":
-            self.backend.terminate(claim.external_name)
-            if self.backend.poll(claim.external_name).state != MachineState.GONE:
+            if claim.desired == "stopped":  # its disk kept where the backend can
+                self.backend.stop(claim.external_name)
+            else:
+                self.backend.terminate(claim.external_name)
+            polled = self.backend.poll(claim.external_name)
+            if polled.state != MachineState.GONE:
                 self._release(claim)
                 return False
+            disk_host = polled.connection.get("disk_host")
             with transaction(self.sessions) as session:
-                return provisioning.apply_released(session, claim, self.clock.now())
+                return provisioning.apply_released(session, claim, self.clock.now(), disk_host)
         self.backend.launch(launch_spec(claim, self.catalog))
         polled = self.backend.poll(claim.external_name)
         if polled.state in (MachineState.FAILED, MachineState.GONE):

@@ -1,6 +1,7 @@
-"""Volumes: removes deleted volumes' data through the backend (outside any transaction),
-charges the GB-hours volumes are kept, and keeps, warns about and in the end deletes the
-volumes of owners without money (`services.storage`), each on the charge cadence."""
+"""Storage: removes deleted volumes' data and terminated instances' kept disks through the
+backend (outside any transaction), charges the GB-hours volumes are kept, and keeps, warns
+about and in the end deletes the volumes of owners without money (`services.storage`, on the
+charge cadence)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from cardhour.backends.base import Backend, BackendError
 from cardhour.core.clock import Clock
 from cardhour.db.engine import transaction
 from cardhour.reconcilers.base import Reconciler
+from cardhour.services.compute import provisioning
 from cardhour.services.storage import charges, retention, volumes
 
 log = logging.getLogger("cardhour.reconcilers.storage")
@@ -49,6 +51,15 @@ class StorageReconciler(Reconciler):
             self._checked_at = now
         with transaction(self.sessions) as session:
             going = volumes.being_deleted(session)
+            disks = provisioning.kept_disks_to_let_go(session)  # an index: few rows
+        for instance_id, workload in disks:  # the host's agent then removes the disk
+            try:
+                self.backend.terminate(workload)
+            except BackendError as exc:
+                log.warning("cannot let the disk of %s go yet: %s", workload, exc)
+                continue
+            with transaction(self.sessions) as session:
+                provisioning.disk_let_go(session, instance_id)
         for volume in going:
             try:
                 done = volume.host is None or self.backend.remove_volume(

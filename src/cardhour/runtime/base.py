@@ -128,12 +128,17 @@ class ContainerRuntime(ABC):
     @abstractmethod
     def commit(self, name: str, ref: str) -> None:
         """Keep container `name`'s file system (its image and every change made in it, not
-        its mounts) as image `ref`, replacing an image of that name. RuntimeFailure when the
-        container is gone."""
+        its mounts) as image `ref`, with the container's labels, replacing an image of that
+        name. RuntimeFailure when the container is gone."""
 
     @abstractmethod
     def remove_image(self, ref: str) -> None:
         """Remove image `ref`; silent when it is not here."""
+
+    @abstractmethod
+    def images(self, repository: str, labels: dict[str, str]) -> builtins.list[str]:
+        """The references (`repository/name:tag`) of the images here under `repository` that
+        carry all of `labels` (a commit keeps the container's labels)."""
 
     @abstractmethod
     def run_once(self, image: str, argv: builtins.list[str], timeout: int = 60) -> tuple[int, str]:

@@ -77,3 +77,16 @@ class PodmanImages:
         text = result.stderr.lower()
         if result.returncode != 0 and not any(w in text for w in ("not known", "no such image")):
             raise RuntimeFailure(last_line(result.stderr))
+
+    def images(self, repository: str, labels: dict[str, str]) -> list[str]:
+        """The references (`repository/name:tag`) of the images here under `repository` that
+        carry all of `labels` (a commit keeps the container's labels)."""
+        filters = [a for k, v in sorted(labels.items()) for a in ("--filter", f"label={k}={v}")]
+        out = self._call(
+            ["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter",
+             f"reference={repository}/*", *filters]
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise RuntimeFailure(last_line(out.stderr))
+        prefix = f"{repository}/"
+        return sorted({line for line in out.stdout.split() if line.startswith(prefix)})

@@ -34,7 +34,16 @@ from cardhour.backends.base import (
 )
 from cardhour.core import cluster
 from cardhour.core.catalog import Catalog
-from cardhour.core.hosts import EXITED, FAILED, RUNNING, ContainerInfo, HostInfo, node_spec, share
+from cardhour.core.hosts import (
+    EXITED,
+    FAILED,
+    RUNNING,
+    STOPPED,
+    ContainerInfo,
+    HostInfo,
+    node_spec,
+    share,
+)
 from cardhour.core.readiness import modelled as reports
 from cardhour.core.storage.volumes import DELETE_TASK
 from cardhour.core.topology import NodeSpec
@@ -56,6 +65,10 @@ class HostDirectory(Protocol):
     def lost_hosts_of(self, workload: str) -> dict[str, str]: ...
 
     def set_peers(self, workload: str, peers: dict[str, Any]) -> None: ...
+
+    def stop(self, workload: str) -> None: ...
+
+    def workloads(self, prefix: str) -> list[str]: ...
 
 
 class HostsBackend(Backend, Probing):
@@ -128,12 +141,19 @@ class HostsBackend(Backend, Probing):
             }
             if spec.volumes:  # only then: every other spec's fingerprint stays as it was
                 wanted[node]["volumes"] = [v.spec() for v in spec.volumes]
+            if spec.disk is not None and len(spec.gpus_by_node) == 1:
+                wanted[node]["disk"] = spec.disk
             if len(spec.gpus_by_node) > 1:  # whole hosts: their network, keys between nodes
                 job = cluster.environment(layout, ranks[node])  # torchrun's; the renter's win
                 job["CARDHOUR_HOSTFILE"] = cluster.HOSTFILE_PATH  # the agent writes it
                 wanted[node] |= {"network": "host", "cluster": True, "env": job | dict(spec.env)}
                 wanted[node]["hostfile"] = cluster.hostfile(layout)
         self.directory.want(spec.external_name, spec.attempt, wanted)
+        if spec.disk is not None:  # an earlier placement stopped keeping this disk: done
+            instance = spec.external_name.rsplit("-", 1)[0] + "-"
+            for workload in self.directory.workloads(instance):
+                if workload != spec.external_name:
+                    self.directory.unwant(workload)
 
     def poll(self, external_name: str) -> PollResult:
         containers = self.directory.containers(external_name)
@@ -142,6 +162,10 @@ class HostsBackend(Backend, Probing):
             if containers:  # being removed
                 return PollResult(MachineState.PROVISIONING)
             return PollResult(MachineState.GONE)
+        if all(c.spec.get("stopped") for c in wanted):  # a stop keeping its disk
+            if all(c.state == STOPPED for c in wanted):
+                return PollResult(MachineState.GONE, {"disk_host": wanted[0].host})
+            return PollResult(MachineState.PROVISIONING)
         lost = self.directory.lost_hosts_of(external_name)
         if lost:
             said = "; ".join(f"{h}: {why}" for h, why in sorted(lost.items()))
@@ -182,6 +206,15 @@ class HostsBackend(Backend, Probing):
 
     def terminate(self, external_name: str) -> None:
         self.directory.unwant(external_name)
+
+    def stop(self, external_name: str) -> None:
+        """A single container with a disk keeps it (its spec marked `stopped`: the agent stops
+        and commits it, then reports `stopped`); anything else is terminated."""
+        wanted = [c for c in self.directory.containers(external_name) if c.wanted]
+        if len(wanted) == 1 and wanted[0].spec.get("disk"):
+            self.directory.stop(external_name)
+        else:
+            self.directory.unwant(external_name)
 
     def remove_volume(self, volume_id: str, host: str, store: str | None) -> bool:
         """Asks `host`'s agent to remove the image (a wanted task `vol-delete-<id>`); True

@@ -69,6 +69,7 @@ class InstanceRow(Base):
     __tablename__ = "instances"
     __table_args__ = (
         Index("ix_instances_status", "status"),
+        Index("ix_instances_disk_host", "disk_host"),
         # a name is unique among an owner's instances that are not terminated
         Index(
             "uq_instances_owner_live_name",
@@ -134,6 +135,9 @@ class InstanceRow(Base):
     # where it must be placed (its volumes' data centre, and host for a host's own volume)
     placement_dc: Mapped[str | None] = mapped_column(String(32), nullable=True)
     placement_host: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # the host its container disk was kept on by a stop (a start is placed there); cleared
+    # once a terminated instance's disk was let go
+    disk_host: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lease_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)

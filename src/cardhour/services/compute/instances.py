@@ -15,7 +15,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from cardhour.core import cluster, slurmconf
+from cardhour.core import cluster
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
 from cardhour.core.cluster import ClusterNode
@@ -29,7 +29,6 @@ from cardhour.core.errors import (
 )
 from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money
-from cardhour.core.slurmconf import SlurmFiles
 from cardhour.core.states import InstanceStatus, Plan
 from cardhour.core.storage import volumes as core_volumes
 from cardhour.db.models import AllocationRow, InstanceEventRow, InstanceRow, UserRow
@@ -316,32 +315,6 @@ def cluster_of(
     return cluster.layout(row.name, gpus_by_node, addresses, rails, order)
 
 
-def slurm_files(session: Session, row: InstanceRow) -> SlurmFiles:
-    """One-click Slurm: the files that make the instance's nodes a Slurm cluster of its own
-    (`core.slurmconf`), the head as controller, the IB leaves and spines as its tree.
-    Conflict while the instance holds no nodes."""
-    nodes = cluster_of(session, row)
-    if not nodes or row.status != S.RUNNING.value:
-        raise Conflict(f"instance {row.name} is {row.status}: Slurm needs it running")
-    rows = {n.id: n for n in node_store.get_nodes(session, {c.node for c in nodes})}
-    return slurmconf.render(
-        row.name,
-        [
-            slurmconf.SlurmNode(
-                name=n.hostname,
-                address=n.address,
-                gpus=n.gpus,
-                gpu_type=row.gpu_model.lower(),
-                cpus=rows[n.node].cpus,
-                memory_mb=rows[n.node].memory_gb * 1024,
-                leaf=rows[n.node].ib_leaf,
-                spine=rows[n.node].ib_spine,
-            )
-            for n in nodes
-        ],
-    )
-
-
 def events_of(session: Session, row: InstanceRow) -> list[InstanceEventRow]:
     return store.list_events(session, row.id)
 
@@ -384,7 +357,11 @@ def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> In
         price = pricing.dearest(pricing.history(session), row.gpu_model, now)
         _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now, price)
     row.desired = "running"
-    switch_status(session, row, S.PENDING, now, "start requested by user (GPUs are re-allocated)")
+    reason = "start requested by user (GPUs are re-allocated)"
+    if row.disk_host is not None:  # a stop kept its disk there: it starts there
+        row.placement_host, row.placement_dc = row.disk_host, row.placement_dc or row.data_centre
+        reason = f"start requested by user (on {row.disk_host}, where its disk is kept)"
+    switch_status(session, row, S.PENDING, now, reason)
     return row
 
 

@@ -120,12 +120,17 @@ def apply_failed(session: Session, claim: Claim, message: str, now: datetime) ->
     return True
 
 
-def apply_released(session: Session, claim: Claim, now: datetime) -> bool:
-    """The backend has nothing left: `stopping` ends in `stopped` or `terminated` as desired."""
+def apply_released(
+    session: Session, claim: Claim, now: datetime, disk_host: str | None = None
+) -> bool:
+    """The backend has nothing left: `stopping` ends in `stopped` or `terminated` as desired.
+    `disk_host`: where the backend kept the container's disk (a start is placed there)."""
     row = fenced(session, claim)
     if row is None:
         return False
     row.connection = None
+    if disk_host is not None:
+        row.disk_host = disk_host
     final = S.TERMINATED if row.desired == "terminated" else S.STOPPED
     switch_status(session, row, final, now, "released")
     return True
@@ -152,3 +157,16 @@ def still_wanted(session: Session, claim: Claim) -> bool:
         and row.external_name == claim.external_name
         and row.status in (S.PROVISIONING.value, S.RUNNING.value)
     )
+
+
+def kept_disks_to_let_go(session: Session) -> list[tuple[str, str]]:
+    """(instance id, the workload whose disk is kept) of terminated instances whose stop kept
+    a disk on a host: the backend lets it go (`terminate` of that workload)."""
+    return [(i, e) for i, e, _host in store.terminated_with_disk(session) if e is not None]
+
+
+def disk_let_go(session: Session, instance_id: str) -> None:
+    row = store.get_instance(session, instance_id, lock=True)
+    if row is not None and row.status == S.TERMINATED.value:
+        row.disk_host = None
+        session.flush()

@@ -29,8 +29,9 @@ from cardhour.store.hosts.hosts import AnyRow
 
 def fingerprint(spec: dict[str, Any]) -> str:
     """What makes a container a different one: everything in its spec but the fields that can
-    change under a running container (its attempt, its cluster's `/etc/hosts` and peers)."""
-    mutable = ("attempt", "hosts", "peers", "fingerprint")
+    change under a running container (its attempt, its cluster's `/etc/hosts` and peers, and
+    `stopped`: the same container, asked to stop keeping its disk)."""
+    mutable = ("attempt", "hosts", "peers", "fingerprint", "stopped")
     kept = {k: v for k, v in spec.items() if k not in mutable}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -189,6 +190,20 @@ class HostBook:
                 spec = json.loads(row.spec)
                 if row.wanted and spec.get("peers") != peers:
                     row.spec = json.dumps({**spec, "peers": peers}, sort_keys=True)
+                    row.updated_at = self.clock.now()
+                    touched.add(row.host_id)
+            store.bump_versions(session, touched)
+        self._changed(touched)
+
+    def stop(self, workload: str) -> None:
+        """Every wanted container of `workload` stops and keeps its disk (`stopped` in its
+        spec; the agent reports `stopped` once it did). Idempotent."""
+        touched: set[str] = set()
+        with transaction(self.sessions) as session:
+            for row in store.containers_of_workload(session, workload, lock=True):
+                spec = json.loads(row.spec)
+                if row.wanted and not spec.get("stopped"):
+                    row.spec = json.dumps({**spec, "stopped": True}, sort_keys=True)
                     row.updated_at = self.clock.now()
                     touched.add(row.host_id)
             store.bump_versions(session, touched)

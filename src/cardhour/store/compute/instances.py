@@ -163,3 +163,11 @@ def has_run(session: Session, instance_id: str) -> bool:
         InstanceEventRow.instance_id == instance_id, InstanceEventRow.to_status == "running"
     )
     return session.scalars(stmt.limit(1)).first() is not None
+
+
+def terminated_with_disk(session: Session) -> list[tuple[str, str | None, str]]:
+    """(id, external name, disk host) of terminated instances whose kept disk was not let go."""
+    stmt = select(InstanceRow.id, InstanceRow.external_name, InstanceRow.disk_host).where(
+        InstanceRow.status == "terminated", InstanceRow.disk_host.is_not(None)
+    )
+    return [(i, e, str(h)) for i, e, h in session.execute(stmt).all()]

@@ -13,6 +13,7 @@ from cardhour.api.deps import Ctx, get_ctx
 from cardhour.api.idempotency import IDEMPOTENCY_RESPONSES, Idempotency, idempotency
 from cardhour.db.models import InstanceRow, UserRow
 from cardhour.services.compute import instances, views
+from cardhour.services.compute import slurm as slurm_service
 from cardhour.services.compute.instances import LaunchRequest
 
 router = APIRouter(prefix="/instances", tags=["instances"])
@@ -63,7 +64,7 @@ def slurm(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.SlurmFilesRead:
     cluster (head = controller, IB leaves as the topology tree). 409 unless it runs."""
     with ctx.user_tx() as (session, user):
         row = instances.get(session, user, ident)
-        return schemas.SlurmFilesRead(files=instances.slurm_files(session, row).as_dict())
+        return schemas.SlurmFilesRead(files=slurm_service.slurm_files(session, row).as_dict())
 
 
 def _act(ctx: Ctx, ident: str, action: Callable[..., InstanceRow]) -> schemas.InstanceRead:

@@ -1,5 +1,5 @@
-"""volumes: persistent volumes with their events, and where an instance must be placed (its
-volumes' data centre and, for a host's own volume, host)
+"""volumes: persistent volumes with their events, where an instance must be placed (its
+volumes' data centre and, for a host's own volume, host), and the host its disk is kept on
 
 Revision ID: 0023
 Revises: 0022
@@ -69,10 +69,14 @@ def upgrade() -> None:
     with op.batch_alter_table("instances") as batch:
         batch.add_column(sa.Column("placement_dc", sa.String(32), nullable=True))
         batch.add_column(sa.Column("placement_host", sa.String(64), nullable=True))
+        batch.add_column(sa.Column("disk_host", sa.String(64), nullable=True))
+        batch.create_index("ix_instances_disk_host", ["disk_host"])
 
 
 def downgrade() -> None:
     with op.batch_alter_table("instances") as batch:
+        batch.drop_index("ix_instances_disk_host")
+        batch.drop_column("disk_host")
         batch.drop_column("placement_host")
         batch.drop_column("placement_dc")
     op.drop_table("volume_events")
