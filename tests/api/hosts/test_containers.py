@@ -13,6 +13,9 @@ from fastapi.testclient import TestClient
 
 from cardhour.api.app import create_app
 from cardhour.backends.base import LaunchSpec
+from cardhour.core.hosts import disk_ref
+from cardhour.db.engine import transaction
+from cardhour.db.models import InstanceRow
 from cardhour.platform import Platform
 from tests.api.hosts.conftest import HEARTBEAT, LOST_AFTER, Agent, HostsApi
 
@@ -74,13 +77,21 @@ def test_a_launch_runs_as_a_container_on_its_host(hosts_api: HostsApi) -> None:
     assert stages["topology_detected"] == "ok"
     assert stages["nccl_gate"] == "ok"
     assert balance_before == api.client.get("/api/v1/balance", headers=user).json()
-    # stop: the container is no longer wanted; once the agent reports it gone, stopped
+    # stop: the container is asked to stop keeping its disk; once the agent reports it
+    # stopped, the instance is stopped, and its start is placed where the disk is
     r = api.client.post(f"/api/v1/instances/{made['id']}/stop", headers=user)
     assert r.status_code == 200, r.text
     api.settle()
-    assert agent.report()["containers"] == []
+    [kept] = agent.report()["containers"]
+    assert kept["stopped"] is True and kept["disk"] == disk_ref(made["id"])
+    assert kept["fingerprint"] == spec["fingerprint"]  # the same container, asked to stop
+    assert _get(api, user, made["id"])["status"] == "stopping"
+    agent.report([{"workload": kept["workload"], "state": "stopped"}])
     api.settle()
     assert _get(api, user, made["id"])["status"] == "stopped"
+    with transaction(api.platform.sessions) as s:
+        row = s.get(InstanceRow, made["id"])
+        assert row is not None and row.disk_host == agent.host
 
 
 def test_a_container_that_cannot_start_fails_the_instance_unbilled(hosts_api: HostsApi) -> None:
