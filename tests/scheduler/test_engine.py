@@ -192,8 +192,8 @@ CASES = [
         ],
         [
             {"c": (0, 1)},
-            "0/3 nodes fit: 2 its volume is on another host, 1 insufficient GPU",
-            "0/3 nodes fit: 3 its volume is on another host",
+            "0/3 nodes fit: 2 its data is on another host, 1 insufficient GPU",
+            "0/3 nodes fit: 3 its data is on another host",
             {"b": tuple(range(8))},
         ],
     ),

@@ -37,7 +37,7 @@ class DataCentre:
             only = np.zeros(len(s.names), dtype=bool)
             if req.node in s.index:
                 only[s.index[req.node]] = True
-            yield "its volume is on another host", ~only
+            yield "its data is on another host", ~only
 
 
 class GpuModel:
