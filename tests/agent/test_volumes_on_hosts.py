@@ -8,6 +8,7 @@ removed by its host."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from cardhour.core.hosts import disk_ref
@@ -129,6 +130,10 @@ def test_a_stop_keeps_the_containers_disk_and_the_start_finds_it(
     assert again["status"] == "running", again["status_reason"]
     assert again["nodes"] == [node]  # where its disk is
     assert _run(hosts, user, key, "keeper", "cat /root/kept.txt") == "mine\n"
+    month = datetime.now(UTC).strftime("%Y-%m")
+    lines = hosts.call("GET", f"/statements/{month}", user).json()["storage_lines"]
+    assert [(v["volume_name"], v["kept"]) for v in lines] == [("keeper-disk", False)]
+    assert lines[0]["size_gb"] >= 1  # the image's size, whole GiB: billed while it was stopped
 
     assert hosts.call("DELETE", "/instances/keeper", user).status_code == 200
     settled(hosts, user, ident, "terminated")

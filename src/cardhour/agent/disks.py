@@ -18,6 +18,7 @@ from cardhour.core.hosts import DISK_REPOSITORY, PENDING, STOPPED
 from cardhour.runtime.base import LABEL_HOST, ContainerRuntime, ContainerStatus, RuntimeFailure
 
 log = logging.getLogger("cardhour.agent")
+GIB = 1024**3
 
 
 def keep(
@@ -38,9 +39,13 @@ def keep(
                 runtime.commit(box, disk)
                 log.info("kept the disk of %s as %s", box, disk)
             remove(box)
+        size = runtime.image_size(disk) if disk else None
     except RuntimeFailure as exc:
         return {"workload": name, "state": PENDING, "error": f"cannot keep its disk: {exc}"}
-    return {"workload": name, "state": STOPPED}
+    report: dict[str, Any] = {"workload": name, "state": STOPPED}
+    if size is not None:  # what is billed while it is stopped: whole GiB, rounded up
+        report["disk_gb"] = max(1, -(-size // GIB))
+    return report
 
 
 def source(runtime: ContainerRuntime, spec: dict[str, Any]) -> tuple[str, str | None]:

@@ -111,9 +111,12 @@ class ProvisioningReconciler(Reconciler):
             if polled.state != MachineState.GONE:
                 self._release(claim)
                 return False
-            disk_host = polled.connection.get("disk_host")
+            host, size = polled.connection.get("disk_host"), polled.connection.get("disk_gb")
+            disk = (str(host), int(size or 1)) if host else None
             with transaction(self.sessions) as session:
-                return provisioning.apply_released(session, claim, self.clock.now(), disk_host)
+                return provisioning.apply_released(
+                    session, claim, self.clock.now(), disk, self.catalog
+                )
         self.backend.launch(launch_spec(claim, self.catalog))
         polled = self.backend.poll(claim.external_name)
         if polled.state in (MachineState.FAILED, MachineState.GONE):

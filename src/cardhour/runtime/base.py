@@ -136,6 +136,10 @@ class ContainerRuntime(ABC):
         """Remove image `ref`; silent when it is not here."""
 
     @abstractmethod
+    def image_size(self, ref: str) -> int | None:
+        """Image `ref`'s size in bytes (its layers, shared ones included); None when not here."""
+
+    @abstractmethod
     def images(self, repository: str, labels: dict[str, str]) -> builtins.list[str]:
         """The references (`repository/name:tag`) of the images here under `repository` that
         carry all of `labels` (a commit keeps the container's labels)."""

@@ -78,6 +78,13 @@ class PodmanImages:
         if result.returncode != 0 and not any(w in text for w in ("not known", "no such image")):
             raise RuntimeFailure(last_line(result.stderr))
 
+    def image_size(self, ref: str) -> int | None:
+        """Image `ref`'s size in bytes (its layers, shared ones included); None when not here."""
+        result = self._call(["image", "inspect", "--format", "{{.Size}}", ref])
+        if result.returncode != 0:
+            return None
+        return int(result.stdout.strip() or 0)
+
     def images(self, repository: str, labels: dict[str, str]) -> list[str]:
         """The references (`repository/name:tag`) of the images here under `repository` that
         carry all of `labels` (a commit keeps the container's labels)."""

@@ -86,12 +86,24 @@ def test_a_launch_runs_as_a_container_on_its_host(hosts_api: HostsApi) -> None:
     assert kept["stopped"] is True and kept["disk"] == disk_ref(made["id"])
     assert kept["fingerprint"] == spec["fingerprint"]  # the same container, asked to stop
     assert _get(api, user, made["id"])["status"] == "stopping"
-    agent.report([{"workload": kept["workload"], "state": "stopped"}])
+    agent.report([{"workload": kept["workload"], "state": "stopped", "disk_gb": 3}])
     api.settle()
     assert _get(api, user, made["id"])["status"] == "stopped"
     with transaction(api.platform.sessions) as s:
         row = s.get(InstanceRow, made["id"])
         assert row is not None and row.disk_host == agent.host
+    # the kept disk is storage while stopped: 3 GiB for the hour until the start
+    api.clock.advance(3600)
+    r = api.client.post(f"/api/v1/instances/{made['id']}/start", headers=user)
+    assert r.status_code == 200, r.text
+    api.settle()
+    month = api.clock.now().strftime("%Y-%m")
+    lines = api.client.get(f"/api/v1/statements/{month}", headers=user).json()["storage_lines"]
+    assert [(v["volume_name"], v["size_gb"], v["gb_seconds"], v["kept"]) for v in lines] == [
+        ("job-disk", 3, 3 * 3600, False)
+    ]
+    assert lines[0]["amount"] == "0.000900"  # 3 GB-hours at 0.0003
+    assert api.client.get("/api/v1/volumes?all=true", headers=user).json() == []  # not a volume
 
 
 def test_a_container_that_cannot_start_fails_the_instance_unbilled(hosts_api: HostsApi) -> None:

@@ -69,7 +69,7 @@ class AgentJoined(BaseModel):
 
 class ContainerReportIn(_Strict):
     workload: str = Field(max_length=64)
-    state: str = Field(description="pending | running | exited | failed")
+    state: str = Field(description="pending | running | exited | failed | stopped")
     ports: dict[str, int] = Field(default={}, description="Container port -> host port.")
     exit_code: int | None = None
     error: str = ""
@@ -82,6 +82,9 @@ class ContainerReportIn(_Strict):
     )
     peers: str | None = Field(
         default=None, description="The cluster peers' digest the container let in (clusters)."
+    )
+    disk_gb: int | None = Field(
+        default=None, ge=0, description="Stopped: the size of its kept disk, in whole GiB."
     )
 
 

@@ -164,7 +164,8 @@ class HostsBackend(Backend, Probing):
             return PollResult(MachineState.GONE)
         if all(c.spec.get("stopped") for c in wanted):  # a stop keeping its disk
             if all(c.state == STOPPED for c in wanted):
-                return PollResult(MachineState.GONE, {"disk_host": wanted[0].host})
+                kept = {"disk_host": wanted[0].host, "disk_gb": wanted[0].report.get("disk_gb")}
+                return PollResult(MachineState.GONE, kept)
             return PollResult(MachineState.PROVISIONING)
         lost = self.directory.lost_hosts_of(external_name)
         if lost:

@@ -48,6 +48,9 @@ _MOUNT = re.compile(r"/[A-Za-z0-9._/-]{0,254}")
 #: a volume's states: `available` (not attached), `attached` (to `instance_id`), `deleting`
 #: (asked to go; its host removes its data), `deleted`
 AVAILABLE, ATTACHED, DELETING, DELETED = "available", "attached", "deleting", "deleted"
+#: a stopped instance's kept container disk (kind `disk`), billed as storage until it starts
+KEPT = "kept"
+VOLUME, DISK = "volume", "disk"  # the kinds
 LIVE = (AVAILABLE, ATTACHED)
 #: a host's wanted item that is no container: remove a deleted volume's data
 DELETE_TASK = "volume-delete"

@@ -24,8 +24,8 @@ class VolumeRow(Base):
             "owner_id",
             "name",
             unique=True,
-            sqlite_where=text("state <> 'deleted'"),
-            postgresql_where=text("state <> 'deleted'"),
+            sqlite_where=text("state <> 'deleted' AND kind = 'volume'"),
+            postgresql_where=text("state <> 'deleted' AND kind = 'volume'"),
         ),
         Index("ix_volumes_instance", "instance_id"),
         Index("ix_volumes_state", "state"),
@@ -33,10 +33,13 @@ class VolumeRow(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    # volume (the renter's) | disk (a stopped instance's container disk, kept and billed as
+    # storage until its start or terminate: `services.storage.disks`)
+    kind: Mapped[str] = mapped_column(String(16), default="volume", server_default="volume")
     name: Mapped[str] = mapped_column(String(64))
     data_centre: Mapped[str] = mapped_column(String(32))
     size_gb: Mapped[int] = mapped_column(Integer)
-    # available | attached | deleting | deleted (`core.storage.volumes`)
+    # available | attached | deleting | deleted; a disk: kept | deleted (`core.storage.volumes`)
     state: Mapped[str] = mapped_column(String(16))
     # the data centre's shared storage path it lives on; None: a host's own volume folder
     store: Mapped[str | None] = mapped_column(Text, nullable=True)

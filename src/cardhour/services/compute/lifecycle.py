@@ -17,7 +17,7 @@ from cardhour.core.states import HOLDS_GPUS, InstanceStatus, Plan, can_transitio
 from cardhour.db.models import InstanceEventRow, InstanceRow
 from cardhour.services.billing import ledger, metering, pricing, wallet
 from cardhour.services.compute import sla
-from cardhour.services.storage import volumes
+from cardhour.services.storage import disks, volumes
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 
@@ -45,6 +45,8 @@ def switch_status(
             volumes.formatted(session, row, now)
         elif new == S.TERMINATED:
             volumes.detach(session, row, now)
+    if row.disk_host is not None and new == S.TERMINATED:  # a kept disk is billed no more
+        disks.ended(session, row, now, f"instance {row.name} was terminated")
     end_plan_if_over(session, row, now)
     if current == S.RUNNING:
         metering.close_usage(session, row, now, pricing.history(session))

@@ -14,13 +14,14 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
 from cardhour.core.states import InstanceStatus
 from cardhour.core.storage.volumes import Attachment
 from cardhour.db.models import InstanceRow
 from cardhour.services.compute import workload
 from cardhour.services.compute.lifecycle import switch_status
-from cardhour.services.storage import volumes
+from cardhour.services.storage import disks, volumes
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 
@@ -121,16 +122,23 @@ def apply_failed(session: Session, claim: Claim, message: str, now: datetime) ->
 
 
 def apply_released(
-    session: Session, claim: Claim, now: datetime, disk_host: str | None = None
+    session: Session,
+    claim: Claim,
+    now: datetime,
+    disk: tuple[str, int] | None = None,
+    catalog: Catalog | None = None,
 ) -> bool:
     """The backend has nothing left: `stopping` ends in `stopped` or `terminated` as desired.
-    `disk_host`: where the backend kept the container's disk (a start is placed there)."""
+    `disk`: (host, GiB) where the backend kept the container's disk (a start is placed there;
+    billed as storage while stopped, with `catalog`'s price)."""
     row = fenced(session, claim)
     if row is None:
         return False
     row.connection = None
-    if disk_host is not None:
-        row.disk_host = disk_host
+    if disk is not None and row.desired == "stopped":
+        row.disk_host = disk[0]
+        if catalog is not None:
+            disks.kept(session, catalog, row, disk[1], now)
     final = S.TERMINATED if row.desired == "terminated" else S.STOPPED
     switch_status(session, row, final, now, "released")
     return True

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from cardhour.core.storage.volumes import ATTACHED, AVAILABLE, DELETED, DELETING
+from cardhour.core.storage.volumes import ATTACHED, AVAILABLE, DELETED, DELETING, KEPT, VOLUME
 from cardhour.db.models import VolumeEventRow, VolumeRow
 
 
@@ -18,7 +18,8 @@ def add(session: Session, row: VolumeRow) -> VolumeRow:
 
 
 def list_owned(session: Session, owner_id: str, include_deleted: bool = False) -> list[VolumeRow]:
-    stmt = select(VolumeRow).where(VolumeRow.owner_id == owner_id)
+    """The owner's volumes (not the kept disks of stopped instances)."""
+    stmt = select(VolumeRow).where(VolumeRow.owner_id == owner_id, VolumeRow.kind == VOLUME)
     if not include_deleted:
         stmt = stmt.where(VolumeRow.state != DELETED)
     return list(session.scalars(stmt.order_by(VolumeRow.created_at, VolumeRow.name)))
@@ -26,7 +27,9 @@ def list_owned(session: Session, owner_id: str, include_deleted: bool = False) -
 
 def find_owned(session: Session, owner_id: str, ident: str, lock: bool = False) -> VolumeRow | None:
     """The owner's live (not deleted) volume whose id or name is `ident`."""
-    stmt = select(VolumeRow).where(VolumeRow.owner_id == owner_id, VolumeRow.state != DELETED)
+    stmt = select(VolumeRow).where(
+        VolumeRow.owner_id == owner_id, VolumeRow.state != DELETED, VolumeRow.kind == VOLUME
+    )
     stmt = _locked(stmt, lock)
     for column in (VolumeRow.id, VolumeRow.name):
         row = session.scalars(stmt.where(column == ident)).first()
@@ -37,7 +40,10 @@ def find_owned(session: Session, owner_id: str, ident: str, lock: bool = False) 
 
 def name_taken(session: Session, owner_id: str, name: str) -> bool:
     stmt = select(VolumeRow.id).where(
-        VolumeRow.owner_id == owner_id, VolumeRow.name == name, VolumeRow.state != DELETED
+        VolumeRow.owner_id == owner_id,
+        VolumeRow.name == name,
+        VolumeRow.state != DELETED,
+        VolumeRow.kind == VOLUME,
     )
     return session.scalars(stmt).first() is not None
 
@@ -118,3 +124,9 @@ def live_of(session: Session, owner_id: str, lock: bool = False) -> list[VolumeR
         VolumeRow.owner_id == owner_id, VolumeRow.state.in_((AVAILABLE, ATTACHED))
     )
     return list(session.scalars(_locked(stmt, lock).order_by(VolumeRow.id)))
+
+
+def kept_disks_of(session: Session, instance_id: str) -> list[VolumeRow]:
+    """The instance's kept disks still billed (one at most), locked."""
+    stmt = select(VolumeRow).where(VolumeRow.instance_id == instance_id, VolumeRow.state == KEPT)
+    return list(session.scalars(_locked(stmt, True).order_by(VolumeRow.id)))

@@ -24,6 +24,7 @@ def upgrade() -> None:
         "volumes",
         sa.Column("id", sa.String(32), nullable=False),
         sa.Column("owner_id", sa.String(32), sa.ForeignKey("users.id"), nullable=False),
+        sa.Column("kind", sa.String(16), nullable=False, server_default="volume"),
         sa.Column("name", sa.String(64), nullable=False),
         sa.Column("data_centre", sa.String(32), nullable=False),
         sa.Column("size_gb", sa.Integer(), nullable=False),
@@ -63,8 +64,8 @@ def upgrade() -> None:
         "volumes",
         ["owner_id", "name"],
         unique=True,
-        sqlite_where=sa.text("state <> 'deleted'"),
-        postgresql_where=sa.text("state <> 'deleted'"),
+        sqlite_where=sa.text("state <> 'deleted' AND kind = 'volume'"),
+        postgresql_where=sa.text("state <> 'deleted' AND kind = 'volume'"),
     )
     with op.batch_alter_table("instances") as batch:
         batch.add_column(sa.Column("placement_dc", sa.String(32), nullable=True))
