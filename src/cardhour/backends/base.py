@@ -112,6 +112,17 @@ class Backend(ABC):
         `terminate`."""
         self.terminate(external_name)
 
+    def started(self, external_name: str) -> None:
+        """The platform recorded the workload running: what an earlier placement of the same
+        instance kept for it (a stopped workload's disk, now in use) may go. Default: a
+        backend that keeps no disk has nothing to let go."""
+        return None
+
+    def let_go_disk(self, external_name: str) -> None:
+        """The instance whose latest workload this is was terminated: release every disk its
+        stops kept. This default keeps none (`stop` is `terminate`)."""
+        self.terminate(external_name)
+
     def remove_volume(self, volume_id: str, host: str, store: str | None) -> bool:
         """Remove a deleted volume's data from `host` (its image on the shared `store`, or in
         the host's own folder); True once it is gone, False while it is being removed or the

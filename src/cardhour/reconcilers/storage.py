@@ -51,15 +51,18 @@ class StorageReconciler(Reconciler):
             self._checked_at = now
         with transaction(self.sessions) as session:
             going = volumes.being_deleted(session)
-            disks = provisioning.kept_disks_to_let_go(session)  # an index: few rows
-        for instance_id, workload in disks:  # the host's agent then removes the disk
-            try:
-                self.backend.terminate(workload)
+            disks = provisioning.kept_disks_to_settle(session)  # an index: few rows
+        for instance_id, workload, status in disks:
+            try:  # running from it: its stopped workload goes; terminated: the disk goes
+                if status == "running":
+                    self.backend.started(workload)
+                else:
+                    self.backend.let_go_disk(workload)
             except BackendError as exc:
-                log.warning("cannot let the disk of %s go yet: %s", workload, exc)
+                log.warning("cannot settle the disk of %s yet: %s", workload, exc)
                 continue
             with transaction(self.sessions) as session:
-                provisioning.disk_let_go(session, instance_id)
+                provisioning.disk_settled(session, instance_id, status)
         for volume in going:
             try:
                 done = volume.host is None or self.backend.remove_volume(

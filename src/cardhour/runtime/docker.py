@@ -48,6 +48,7 @@ class DockerRuntime(PodmanRuntime):
 
     image_present = ("image", "inspect")
     build_flags = ()
+    commit_flags = ()
     private_network_opts = ()  # Docker isolates user-defined bridge networks from each other
 
     def create_args(self, spec: ContainerSpec, entrypoint: list[str], cmd: list[str]) -> list[str]:

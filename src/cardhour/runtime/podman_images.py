@@ -63,11 +63,15 @@ class PodmanImages:
         config = json.loads(inspected.stdout) or {}
         return list(config.get("Entrypoint") or []), list(config.get("Cmd") or [])
 
+    #: Docker's `commit` has no `--quiet`
+    commit_flags: tuple[str, ...] = ("--quiet",)
+
     def commit(self, name: str, ref: str) -> None:
         """Keep container `name`'s file system (its image and every change made in it) as
         image `ref`, replacing an image of that name; the mounts are not part of it.
         RuntimeFailure when the container is gone."""
-        result = self._call(["commit", "--quiet", name, ref], timeout=max(self.call_timeout, 900))
+        args = ["commit", *self.commit_flags, name, ref]
+        result = self._call(args, timeout=max(self.call_timeout, 900))
         if result.returncode != 0:
             raise RuntimeFailure(f"cannot keep the disk of {name}: {last_line(result.stderr)}")
 

@@ -92,11 +92,33 @@ def test_a_launch_runs_as_a_container_on_its_host(hosts_api: HostsApi) -> None:
     with transaction(api.platform.sessions) as s:
         row = s.get(InstanceRow, made["id"])
         assert row is not None and row.disk_host == agent.host
-    # the kept disk is storage while stopped: 3 GiB for the hour until the start
+    # the kept disk is storage while stopped: 3 GiB for the hour until it runs again, on
+    # the same host, from the same disk; then the stopped workload is let go
     api.clock.advance(3600)
+    still = [{"workload": kept["workload"], "state": "stopped", "disk_gb": 3}]
+    agent.report(still)  # its host reports on: alive
+    api.settle()
     r = api.client.post(f"/api/v1/instances/{made['id']}/start", headers=user)
     assert r.status_code == 200, r.text
     api.settle()
+    wanted = agent.report(still)["containers"]
+    [again] = [c for c in wanted if c["workload"] != kept["workload"]]
+    assert again["disk"] == kept["disk"] and len(wanted) == 2  # the stopped one still wanted
+    agent.report(
+        [
+            *still,
+            {
+                "workload": again["workload"],
+                "state": "running",
+                "ports": {"22": 40023},
+                "probes": {"authorized_keys": again["ssh_keys"]},
+            },
+        ]
+    )
+    api.settle()
+    assert _get(api, user, made["id"])["status"] == "running"
+    api.settle()
+    assert [c["workload"] for c in agent.report()["containers"]] == [again["workload"]]
     month = api.clock.now().strftime("%Y-%m")
     lines = api.client.get(f"/api/v1/statements/{month}", headers=user).json()["storage_lines"]
     assert [(v["volume_name"], v["size_gb"], v["gb_seconds"], v["kept"]) for v in lines] == [

@@ -149,11 +149,6 @@ class HostsBackend(Backend, Probing):
                 wanted[node] |= {"network": "host", "cluster": True, "env": job | dict(spec.env)}
                 wanted[node]["hostfile"] = cluster.hostfile(layout)
         self.directory.want(spec.external_name, spec.attempt, wanted)
-        if spec.disk is not None:  # an earlier placement stopped keeping this disk: done
-            instance = spec.external_name.rsplit("-", 1)[0] + "-"
-            for workload in self.directory.workloads(instance):
-                if workload != spec.external_name:
-                    self.directory.unwant(workload)
 
     def poll(self, external_name: str) -> PollResult:
         containers = self.directory.containers(external_name)
@@ -163,10 +158,11 @@ class HostsBackend(Backend, Probing):
                 return PollResult(MachineState.PROVISIONING)
             return PollResult(MachineState.GONE)
         if all(c.spec.get("stopped") for c in wanted):  # a stop keeping its disk
-            if all(c.state == STOPPED for c in wanted):
-                kept = {"disk_host": wanted[0].host, "disk_gb": wanted[0].report.get("disk_gb")}
-                return PollResult(MachineState.GONE, kept)
-            return PollResult(MachineState.PROVISIONING)
+            if not all(c.state == STOPPED for c in wanted):
+                return PollResult(MachineState.PROVISIONING)
+            size = wanted[0].report.get("disk_gb")  # none: there was no container to keep
+            kept = {"disk_host": wanted[0].host, "disk_gb": size} if size else {}
+            return PollResult(MachineState.GONE, kept)
         lost = self.directory.lost_hosts_of(external_name)
         if lost:
             said = "; ".join(f"{h}: {why}" for h, why in sorted(lost.items()))
@@ -207,6 +203,20 @@ class HostsBackend(Backend, Probing):
 
     def terminate(self, external_name: str) -> None:
         self.directory.unwant(external_name)
+
+    def started(self, external_name: str) -> None:
+        """Unwant the instance's earlier workloads (`ch-<instance>-<attempt>`): a stopped one
+        kept its disk for this one, which the platform now has running (its spec names the
+        disk, so the agent keeps it)."""
+        for workload in self.directory.workloads(external_name.rsplit("-", 1)[0] + "-"):
+            if workload != external_name:
+                self.directory.unwant(workload)
+
+    def let_go_disk(self, external_name: str) -> None:
+        """The instance is terminated: every workload of it is unwanted, its stopped ones too;
+        its host's agent then removes the disk no wanted spec names."""
+        self.directory.unwant(external_name)
+        self.started(external_name)
 
     def stop(self, external_name: str) -> None:
         """A single container with a disk keeps it (its spec marked `stopped`: the agent stops

@@ -37,7 +37,7 @@ from cardhour.services.billing import metering, pricing, wallet
 from cardhour.services.compute import capacity, placement, workload
 from cardhour.services.compute.lifecycle import COMMITTED, end_plan_if_over, switch_status
 from cardhour.services.ids import new_id
-from cardhour.services.storage import disks, volumes
+from cardhour.services.storage import volumes
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
 
@@ -348,8 +348,6 @@ def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> In
         return row
     if status != S.STOPPED or row.desired == "terminated":
         raise InvalidTransition(f"instance {row.name} is {status}: only a stopped one can start")
-    if row.disk_host is not None:  # its kept disk: billed as storage no more (before accounts)
-        disks.ended(session, row, now, f"instance {row.name} was started")
     end_plan_if_over(session, row, now)
     if row.plan == Plan.MONTHLY.value and row.plan_until is None and row.quoted_price_micros:
         # stopped before its plan began: the 30 days are held again, at the launch's price

@@ -40,13 +40,8 @@ def switch_status(
     current = S(row.status)
     if not can_transition(current, new):
         raise InvalidTransition(f"instance {row.name} cannot go from {current} to {new}")
-    if row.placement_dc is not None:  # pinned: it may mount volumes (locked before any account)
-        if new == S.RUNNING:
-            volumes.formatted(session, row, now)
-        elif new == S.TERMINATED:
-            volumes.detach(session, row, now)
-    if row.disk_host is not None and new == S.TERMINATED:  # a kept disk is billed no more
-        disks.ended(session, row, now, f"instance {row.name} was terminated")
+    if row.placement_dc is not None or row.disk_host is not None:
+        _storage(session, row, new, now)  # its volumes' rows: locked before any account
     end_plan_if_over(session, row, now)
     if current == S.RUNNING:
         metering.close_usage(session, row, now, pricing.history(session))
@@ -89,6 +84,21 @@ def switch_status(
         sla.settle_ready(session, row, now)
     elif given_up:  # time back if the SLA window had passed
         sla.settle_given_up(session, row, now, by_platform=new == S.FAILED)
+
+
+def _storage(session: Session, row: InstanceRow, new: InstanceStatus, now: datetime) -> None:
+    """What the instance's volumes and kept disk do as it goes to `new` (their rows locked in
+    one query, in id order: the lock order of volumes)."""
+    volumes.lock_of_instance(session, row)
+    if new == S.RUNNING:
+        volumes.formatted(session, row, now)
+        if row.disk_host is not None:  # running from its kept disk: storage no more
+            disks.ended(session, row, now, f"instance {row.name} runs from it again")
+            if not volumes.pins_to_host(session, row):
+                row.placement_host = None  # a later placement may go anywhere
+    elif new == S.TERMINATED:
+        volumes.detach(session, row, now)
+        disks.ended(session, row, now, f"instance {row.name} was terminated")
 
 
 def fix_price(session: Session, row: InstanceRow, prices: PriceHistory, now: datetime) -> None:

@@ -167,14 +167,16 @@ def still_wanted(session: Session, claim: Claim) -> bool:
     )
 
 
-def kept_disks_to_let_go(session: Session) -> list[tuple[str, str]]:
-    """(instance id, the workload whose disk is kept) of terminated instances whose stop kept
-    a disk on a host: the backend lets it go (`terminate` of that workload)."""
-    return [(i, e) for i, e, _host in store.terminated_with_disk(session) if e is not None]
+def kept_disks_to_settle(session: Session) -> list[tuple[str, str, str]]:
+    """(instance id, its latest workload, status) of instances whose kept disk the backend
+    settles: a running one runs from it (what kept it can go), a terminated one is gone."""
+    found = store.with_disk_to_settle(session)
+    return [(i, e, st) for i, e, st in found if e is not None]
 
 
-def disk_let_go(session: Session, instance_id: str) -> None:
+def disk_settled(session: Session, instance_id: str, status: str) -> None:
+    """The backend settled the instance's kept disk while it was `status`."""
     row = store.get_instance(session, instance_id, lock=True)
-    if row is not None and row.status == S.TERMINATED.value:
+    if row is not None and row.status == status:
         row.disk_host = None
         session.flush()

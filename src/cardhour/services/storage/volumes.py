@@ -281,6 +281,16 @@ def formatted(session: Session, instance: InstanceRow, now: datetime) -> None:
             row.formatted_at = now
 
 
+def lock_of_instance(session: Session, instance: InstanceRow) -> None:
+    """Lock the rows of the instance's volumes and kept disk, in id order, in one query."""
+    store.of_instance(session, instance.id, lock=True)
+
+
+def pins_to_host(session: Session, instance: InstanceRow) -> bool:
+    """Whether one of the instance's volumes lives on a host's own disk (it runs there)."""
+    return any(row.store is None for row in store.attached_to(session, instance.id))
+
+
 def attached_to(session: Session, instance: InstanceRow) -> list[VolumeRow]:
     """The volumes attached to the instance, by mount path."""
     return sorted(store.attached_to(session, instance.id), key=lambda r: r.mount_path or "")

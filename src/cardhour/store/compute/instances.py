@@ -165,9 +165,11 @@ def has_run(session: Session, instance_id: str) -> bool:
     return session.scalars(stmt.limit(1)).first() is not None
 
 
-def terminated_with_disk(session: Session) -> list[tuple[str, str | None, str]]:
-    """(id, external name, disk host) of terminated instances whose kept disk was not let go."""
-    stmt = select(InstanceRow.id, InstanceRow.external_name, InstanceRow.disk_host).where(
-        InstanceRow.status == "terminated", InstanceRow.disk_host.is_not(None)
+def with_disk_to_settle(session: Session) -> list[tuple[str, str | None, str]]:
+    """(id, external name, status) of running and terminated instances still naming the host
+    a stop kept their disk on (an index on `disk_host`: few rows)."""
+    stmt = select(InstanceRow.id, InstanceRow.external_name, InstanceRow.status).where(
+        InstanceRow.disk_host.is_not(None),
+        InstanceRow.status.in_(("running", "terminated")),
     )
-    return [(i, e, str(h)) for i, e, h in session.execute(stmt).all()]
+    return [(i, e, st) for i, e, st in session.execute(stmt).all()]

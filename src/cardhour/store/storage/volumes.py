@@ -130,3 +130,11 @@ def kept_disks_of(session: Session, instance_id: str) -> list[VolumeRow]:
     """The instance's kept disks still billed (one at most), locked."""
     stmt = select(VolumeRow).where(VolumeRow.instance_id == instance_id, VolumeRow.state == KEPT)
     return list(session.scalars(_locked(stmt, True).order_by(VolumeRow.id)))
+
+
+def of_instance(session: Session, instance_id: str, lock: bool = False) -> list[VolumeRow]:
+    """The instance's attached volumes and kept disk, in id order (the lock order)."""
+    stmt = select(VolumeRow).where(
+        VolumeRow.instance_id == instance_id, VolumeRow.state.in_((ATTACHED, KEPT))
+    )
+    return list(session.scalars(_locked(stmt, lock).order_by(VolumeRow.id)))
