@@ -40,9 +40,15 @@ class FullPlacement:
         self.shapes = placement.node_shapes(self.state)
         self.engine = platform.policy
 
-    def check(self, gpu_model: str, count: int, bare_metal: bool = False) -> None:
+    def check(
+        self,
+        gpu_model: str,
+        count: int,
+        bare_metal: bool = False,
+        data_centre: str | None = None,
+    ) -> None:
         request = placement.to_request(
-            self.shapes, "launch", gpu_model, count, bare_metal=bare_metal
+            self.shapes, "launch", gpu_model, count, data_centre, bare_metal
         )
         ever = (
             request
