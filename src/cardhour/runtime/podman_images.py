@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 
 from cardhour.runtime.base import ImageUnavailable, RuntimeFailure
 from cardhour.runtime.engine_cli import build_failure, last_line
 
 
 class PodmanImages:
-    """Mixed into `PodmanRuntime`, which provides `_call` and `call_timeout`."""
+    """Mixed into `PodmanRuntime`, which provides `_call` (the engine's CLI) and
+    `call_timeout`."""
 
     call_timeout: int
-
-    def _call(
-        self, args: list[str], timeout: int | None = None, global_args: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        raise NotImplementedError
+    _call: Callable[..., subprocess.CompletedProcess[str]]
 
     #: the engine's "is this image here" call (Docker has no `image exists`)
     image_present = ("image", "exists")

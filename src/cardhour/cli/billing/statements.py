@@ -102,16 +102,22 @@ def _heading(st: StatementRead) -> None:
     out.print(f"[bold]cardhour statement {st.month}[/]{end}, amounts in {st.currency}")
 
 
+def _table(left: tuple[str, ...], right: tuple[str, ...]) -> Table:
+    """A borderless table: the `left` columns, then the `right`-justified (figures) ones."""
+    table = Table(box=None, header_style="bold")
+    for column in left:
+        table.add_column(column, no_wrap=True)
+    for column in right:
+        table.add_column(column, no_wrap=True, justify="right")
+    return table
+
+
 def _lines(st: StatementRead) -> None:
     if not st.usage_lines and not st.plan_lines and not st.storage_lines:
         out.print("no usage in this month")
         return
     if st.usage_lines:
-        table = Table(box=None, header_style="bold")
-        for column in ("INSTANCE", "GPUS", "WHERE", "CARD-HOURS", "PER CARD-HOUR", "AMOUNT"):
-            table.add_column(
-                column, no_wrap=True, justify="right" if column[0] in "CPA" else "left"
-            )
+        table = _table(("INSTANCE", "GPUS", "WHERE"), ("CARD-HOURS", "PER CARD-HOUR", "AMOUNT"))
         for u in st.usage_lines:
             table.add_row(
                 escape(u.instance_name) + (" [yellow](running)[/]" if u.running else ""),
@@ -123,11 +129,7 @@ def _lines(st: StatementRead) -> None:
             )
         out.print(table)
     if st.plan_lines:
-        table = Table(box=None, header_style="bold")
-        for column in ("MONTHLY PLAN", "GPUS", "POSTED", "AMOUNT"):
-            table.add_column(
-                column, no_wrap=True, justify="right" if column == "AMOUNT" else "left"
-            )
+        table = _table(("MONTHLY PLAN", "GPUS", "POSTED"), ("AMOUNT",))
         for p in st.plan_lines:
             label = "refund" if p.kind == "plan_refund" else "30 days prepaid"
             table.add_row(
@@ -138,11 +140,7 @@ def _lines(st: StatementRead) -> None:
             )
         out.print(table)
     if st.storage_lines:
-        table = Table(box=None, header_style="bold")
-        for column in ("VOLUME", "SIZE", "WHERE", "GB-HOURS", "PER GB-HOUR", "AMOUNT"):
-            table.add_column(
-                column, no_wrap=True, justify="right" if column[0] in "GPA" else "left"
-            )
+        table = _table(("VOLUME", "SIZE", "WHERE"), ("GB-HOURS", "PER GB-HOUR", "AMOUNT"))
         for v in st.storage_lines:
             table.add_row(
                 escape(v.volume_name) + (" [yellow](kept)[/]" if v.kept else ""),

@@ -51,7 +51,6 @@ AVAILABLE, ATTACHED, DELETING, DELETED = "available", "attached", "deleting", "d
 #: a stopped instance's kept container disk (kind `disk`), billed as storage until it starts
 KEPT = "kept"
 VOLUME, DISK = "volume", "disk"  # the kinds
-LIVE = (AVAILABLE, ATTACHED)
 #: a host's wanted item that is no container: remove a deleted volume's data
 DELETE_TASK = "volume-delete"
 

@@ -62,15 +62,16 @@ def charge_due(session: Session, now: datetime, every_seconds: int) -> Charged:
     """Charge every volume whose charge is `every_seconds` old or more, or whose deletion was
     asked for and not charged to yet. Locks those volumes (id order), then their owners'
     accounts; a pass with nothing due locks nothing."""
+    every = timedelta(seconds=every_seconds)
 
     def owing(row: VolumeRow) -> bool:
         end = billed_end(row, now)
         waited = end - as_utc(row.billed_until)
         asked = row.delete_requested_at is not None
-        return waited > timedelta(0) and (asked or waited >= timedelta(seconds=every_seconds))
+        return waited > timedelta(0) and (asked or waited >= every)
 
-    candidates = sorted(row.id for row in store.billable(session) if owing(row))
-    due = [(row, billed_end(row, now)) for row in store.lock(session, candidates) if owing(row)]
+    due_ids = sorted(row.id for row in store.billable(session, now - every) if owing(row))
+    due = [(row, billed_end(row, now)) for row in store.lock(session, due_ids) if owing(row)]
     if not due:
         return Charged()
     revenue = ledger.platform_key("revenue")

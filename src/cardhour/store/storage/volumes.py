@@ -82,10 +82,11 @@ def lock(session: Session, ids: list[str]) -> list[VolumeRow]:
     return list(session.scalars(_locked(stmt, True)))
 
 
-def billable(session: Session) -> list[VolumeRow]:
-    """Volumes whose charge may still grow: not asked to go, or asked with time not charged."""
+def billable(session: Session, charged_before: datetime) -> list[VolumeRow]:
+    """Volumes whose charge is due: not asked to go and charged up to before `charged_before`,
+    or asked to go with time not charged."""
     stmt = select(VolumeRow).where(
-        VolumeRow.delete_requested_at.is_(None)
+        (VolumeRow.delete_requested_at.is_(None) & (VolumeRow.billed_until <= charged_before))
         | (VolumeRow.billed_until < VolumeRow.delete_requested_at)
     )
     return list(session.scalars(stmt.order_by(VolumeRow.id)))
