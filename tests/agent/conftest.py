@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 import yaml
 
 from cardhour.core.clock import SystemClock
+from cardhour.core.hosts import DISK_REPOSITORY
 from cardhour.platform import Platform
 from cardhour.runtime.base import LABEL_HOST
 from cardhour.runtime.cdi import DEFAULT_FOLDER, remove_standin_spec, standin_kind
@@ -131,6 +133,9 @@ class Hosts:
         }:
             for name in self.containers(short):
                 self.runtime.remove(name)
+            for ref in self.runtime.images(DISK_REPOSITORY, {}):  # the disks its agent kept
+                if ref.endswith(f":{self.name(short)}"):
+                    self.runtime.remove_image(ref)
             remove_standin_spec(DEFAULT_FOLDER, standin_kind(self.name(short)))
         unmount_under(self.tmp)
 
@@ -148,11 +153,14 @@ def unmount_under(folder: Path) -> None:
         subprocess.run(["umount", str(point)], check=False, capture_output=True)
 
 
-def hosts_settings(tmp: Path, database_url: str) -> Settings:
+def hosts_settings(tmp: Path, database_url: str, shared: bool = False) -> Settings:
     """The demo fleet file, letting renters run their own images from `localhost/cardhour`
-    (where `make images` puts the crash image)."""
+    (where `make images` puts the crash image); with `shared`, bj1's hosts share the storage
+    path `<tmp>/shared` (volumes there, and the moves of kept disks)."""
     fleet = yaml.safe_load(default_fleet_text())
     fleet["registries"] = ["localhost/cardhour"]
+    if shared:
+        fleet["storage"]["shared_paths"] = {"bj1": str(tmp / "shared")}
     (tmp / "fleet.yaml").write_text(yaml.safe_dump(fleet))
     return Settings(
         data_dir=tmp / "data",
@@ -172,7 +180,30 @@ def hosts(
     tmp_path: Path,
     runtime: PodmanRuntime,  # noqa: F811
 ) -> Iterator[Hosts]:
-    platform = Platform(hosts_settings(tmp_path, database_url), clock=SystemClock())
+    with control_plane(database_url, tmp_path, runtime) as found:
+        yield found
+
+
+@pytest.fixture
+def shared_hosts(
+    database_url: str,
+    tmp_path: Path,
+    runtime: PodmanRuntime,  # noqa: F811
+) -> Iterator[Hosts]:
+    """`hosts` whose data centre bj1 declares a shared storage path."""
+    with control_plane(database_url, tmp_path, runtime, shared=True) as found:
+        yield found
+
+
+@contextmanager
+def control_plane(
+    database_url: str,
+    tmp_path: Path,
+    runtime: PodmanRuntime,  # noqa: F811
+    shared: bool = False,
+) -> Iterator[Hosts]:
+    settings = hosts_settings(tmp_path, database_url, shared)
+    platform = Platform(settings, clock=SystemClock())
     email, password = platform.bootstrap_admin()
     with live_server(platform) as url:
         found = Hosts(url, platform, tmp_path, runtime)

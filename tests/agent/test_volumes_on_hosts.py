@@ -118,7 +118,7 @@ def test_a_stop_keeps_the_containers_disk_and_the_start_finds_it(
     _run(hosts, user, key, "keeper", "echo mine > /root/kept.txt")
     node = settled(hosts, user, "keeper", "running")["nodes"][0]
     short = node.removeprefix(f"{hosts.prefix}-")
-    disk = disk_ref(ident)
+    disk = disk_ref(ident, node)
 
     assert hosts.call("POST", "/instances/keeper/stop", user).status_code == 200
     stopped = settled(hosts, user, "keeper", "stopped")

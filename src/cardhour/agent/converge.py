@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cardhour.agent import clusters, disks, nccl
+from cardhour.agent import clusters, disk_copies, disks, nccl
 from cardhour.agent import volumes as volume_tasks
 from cardhour.agent.apps import AppReplicas, free_port
+from cardhour.agent.disk_copies import DiskCopies
 from cardhour.agent.volumes import Busy, Volumes
 from cardhour.core.hosts import EXITED, FAILED, PENDING, RUNNING, STOPPED, clamped
+from cardhour.core.storage.volumes import DELETE_TASK, EXPORT_TASK
 from cardhour.runtime.base import (
     LABEL_HOST,
     LABEL_WORKLOAD,
@@ -66,10 +68,11 @@ class Converger:
     apps: AppReplicas | None = None  # marketplace replicas (None: this agent runs none)
     volumes: Volumes | None = None  # persistent volumes (None: this agent keeps none)
     disks: set[str] = field(default_factory=set)  # the disks the last pass's specs named
+    copies: DiskCopies | None = None  # kept disks on the move (None: this agent moves none)
 
     def step(self, desired: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """Converge once; returns (the container reports, settled: nothing is still changing)."""
-        tasks = [s for s in desired if s.get("kind") == volume_tasks.DELETE_TASK]
+        tasks = [s for s in desired if s.get("kind") in (DELETE_TASK, EXPORT_TASK)]
         want = {str(s["workload"]): s for s in desired if s not in tasks}
         have = {
             c.labels.get(LABEL_WORKLOAD, c.name): c
@@ -113,7 +116,8 @@ class Converger:
             del self.failed[name]
         if self.volumes is not None:  # what no wanted container mounts any more
             self.volumes.release(volume_tasks.in_use(list(want.values())))
-        reports = [*kept, *(volume_tasks.run_task(self.volumes, task) for task in tasks)]
+        reports = [*kept, *disk_copies.run_tasks(self.copies, self.volumes, tasks)]
+        settled &= all(r["state"] != RUNNING for r in reports)  # a disk being saved for a move
         for name, spec in want.items():
             try:
                 report = self._report(name, spec, have.get(name))
@@ -197,6 +201,8 @@ class Converger:
         ssh_port = free_port(self.address) if host_network else None
         if ssh_port is not None:
             labels[LABEL_SSH_PORT] = str(ssh_port)
+        if spec.get("disk") and self.copies is not None:
+            self.copies.fetch(spec)  # Busy while its disk is on its way here
         image, config_image = disks.source(self.runtime, spec)
         return ContainerSpec(
             name=self.box(str(spec["workload"])),

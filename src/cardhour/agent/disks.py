@@ -1,11 +1,12 @@
 """A stopped instance's container disk, kept on its host (docs/dev/storage.md).
 
-A single-node instance's spec names its disk (`core.hosts.disk_ref`). Asked to stop keeping it
-(`stopped` in the spec), the agent stops the container, commits its file system to that image
-(everything written in it; not its mounts) and removes the container; the workload reports
-`stopped`. A later spec naming a disk that is here runs from it, with the ENTRYPOINT/CMD of the
-renter's own image (`ContainerSpec.config_image`). A disk no wanted spec names any more (the
-instance was terminated, or started elsewhere) is removed by the agent's tidy pass.
+A single-node instance's spec names its disk (`core.hosts.disk_ref`: tagged with the host).
+Asked to stop keeping it (`stopped` in the spec), the agent stops the container, commits its
+file system to that image (everything written in it; not its mounts) and removes the
+container; the workload reports `stopped`. A later spec naming a disk that is here runs from
+it, with the ENTRYPOINT/CMD of the renter's own image (`ContainerSpec.config_image`). A disk
+no wanted spec names any more (the instance was terminated, or started elsewhere) is removed
+by the agent's tidy pass.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cardhour.core.hosts import DISK_REPOSITORY, PENDING, STOPPED
-from cardhour.runtime.base import LABEL_HOST, ContainerRuntime, ContainerStatus, RuntimeFailure
+from cardhour.runtime.base import ContainerRuntime, ContainerStatus, RuntimeFailure
 
 log = logging.getLogger("cardhour.agent")
 GIB = 1024**3
@@ -58,10 +59,10 @@ def source(runtime: ContainerRuntime, spec: dict[str, Any]) -> tuple[str, str | 
 
 
 def sweep(runtime: ContainerRuntime, host: str, specs: list[dict[str, Any]]) -> None:
-    """Remove the disks this host's agent kept (labelled with the host: several agents may
+    """Remove the disks this host's agent kept (tagged with the host: several agents may
     share one engine, as on a test machine) that no wanted spec names."""
     named = {str(s["disk"]) for s in specs if s.get("disk")}
-    for ref in runtime.images(DISK_REPOSITORY, {LABEL_HOST: host}):
-        if ref not in named:
+    for ref in runtime.images(DISK_REPOSITORY, {}):
+        if ref.rsplit(":", 1)[-1] == host and ref not in named:
             log.info("removing the disk %s: no instance wants it here any more", ref)
             runtime.remove_image(ref)

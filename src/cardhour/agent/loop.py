@@ -24,6 +24,7 @@ from cardhour.agent import inventory
 from cardhour.agent.apps import AppReplicas
 from cardhour.agent.config import AgentSettings
 from cardhour.agent.converge import Converger
+from cardhour.agent.disk_copies import DiskCopies
 from cardhour.agent.volumes import Volumes
 from cardhour.api.schemas.hosts import AgentReport, ContainerReportIn
 from cardhour.client.connection import ApiError
@@ -148,6 +149,7 @@ class Agent:
         converger.volumes = Volumes(
             s.volumes_dir or s.state_dir / "volumes", s.state_dir / "volume-mounts"
         )
+        converger.copies = DiskCopies(runtime)
         fetches = AgentChannel(me.server, me.credential)  # the converge thread's own
         converger.apps = AppReplicas(
             runtime, s.address, s.state_dir, lambda w: fetches.app_context(me.host, w)

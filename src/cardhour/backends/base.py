@@ -64,6 +64,9 @@ class LaunchSpec:
     volumes: tuple[Attachment, ...] = ()  # the renter's volumes, mounted read-write
     #: where a stop keeps the container's disk (a single node's), and a start finds it
     disk: str | None = None
+    #: a start moving the kept disk: its image on the host it is copied from (the move's
+    #: source; `disk` names it on the host placed)
+    disk_from: str | None = None
 
 
 class MachineState(StrEnum):

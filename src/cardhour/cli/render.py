@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from cardhour.api.schemas import InstanceRead
+from cardhour.api.schemas import InstanceRead, StartChoicesRead
 from cardhour.core.states import InstanceStatus
 
 _STYLES: dict[str, str] = {
@@ -170,4 +170,26 @@ def cluster_table(i: InstanceRead) -> Table | None:
         table.add_row(
             str(n.rank), n.role, escape(n.hostname), escape(n.node), str(n.gpus), escape(n.address)
         )
+    return table
+
+
+def choices_table(found: StartChoicesRead) -> Table:
+    """How a stopped instance can start now (`cardhour start --choices`)."""
+    where = escape(found.disk_host or "-")
+    free = "free" if found.gpus_free else "taken"
+    table = Table(title=f"its disk is kept on {where}; the GPUs there are {free}")
+    table.add_column("choice")
+    table.add_column("what it does")
+    table.add_column("price / estimate")
+    flags = {"wait": "--wait", "no_gpu": "--no-gpu", "move": "--move"}
+    for c in found.choices:
+        if c.mode == "move" and not c.available:
+            note = "not now"
+        elif c.mode == "move":
+            note = f"copy ~{c.copy_seconds} s, not billed"
+        elif c.price_per_hour is not None:
+            note = f"{c.price_per_hour} {c.currency}/hour"
+        else:
+            note = ""
+        table.add_row(flags.get(c.mode, c.mode), escape(c.detail), escape(note))
     return table

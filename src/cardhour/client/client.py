@@ -30,6 +30,7 @@ from cardhour.api.schemas import (
     ImageRead,
     InstanceCreate,
     InstanceRead,
+    InstanceStart,
     NodeRead,
     OfferRead,
     PriceRead,
@@ -40,6 +41,7 @@ from cardhour.api.schemas import (
     SlurmFilesRead,
     SshKeyCreate,
     SshKeyRead,
+    StartChoicesRead,
     TopUpCreate,
     TopUpRead,
     UserRead,
@@ -149,8 +151,17 @@ class CardhourClient(MarketplaceCalls, ProposalCalls, HostCalls, VolumeCalls):
     def stop(self, ident: str, idempotency_key: str | None = None) -> InstanceRead:
         return self._call(InstanceRead, "POST", _instance_path(ident, "/stop"), idempotency_key)
 
-    def start(self, ident: str, idempotency_key: str | None = None) -> InstanceRead:
-        return self._call(InstanceRead, "POST", _instance_path(ident, "/start"), idempotency_key)
+    def start(
+        self, ident: str, idempotency_key: str | None = None, mode: str | None = None
+    ) -> InstanceRead:
+        """`mode` (`auto`, `wait`, `no_gpu`, `move`): how an instance whose stop kept its disk
+        starts when its host's GPUs are taken (`ApiError` `start_choice_needed` otherwise)."""
+        body = None if mode is None else InstanceStart.model_validate({"mode": mode}).model_dump()
+        path = _instance_path(ident, "/start")
+        return self._call(InstanceRead, "POST", path, idempotency_key, json=body)
+
+    def start_choices(self, ident: str) -> StartChoicesRead:
+        return self._call(StartChoicesRead, "GET", _instance_path(ident, "/start-choices"))
 
     def terminate(self, ident: str) -> InstanceRead:
         return self._call(InstanceRead, "DELETE", _instance_path(ident))

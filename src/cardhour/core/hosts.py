@@ -30,9 +30,15 @@ STATES = (PENDING, RUNNING, EXITED, FAILED, STOPPED)
 DISK_REPOSITORY = "localhost/cardhour-disk"
 
 
-def disk_ref(instance_id: str) -> str:
-    """The image a stopped instance's container disk is kept as (`DISK_REPOSITORY`)."""
-    return f"{DISK_REPOSITORY}/{instance_id}:latest"
+#: where a kept disk being moved to another host is named while it is saved and loaded
+MOVE_REPOSITORY = "localhost/cardhour-move"
+
+
+def disk_ref(instance_id: str, host: str) -> str:
+    """The image a stopped instance's container disk is kept as on `host` (`DISK_REPOSITORY`,
+    tagged with the host: several agents may share one engine, as on a test machine, and a
+    moved disk has one name on each host)."""
+    return f"{DISK_REPOSITORY}/{instance_id}:{host}"
 
 
 #: the longest text field of a container report (a report is not a log shipper): the control

@@ -56,8 +56,16 @@ def launch_spec(claim: Claim, catalog: Catalog | None = None) -> LaunchSpec:
         instance_name=claim.name,
         node_order=claim.node_order,
         volumes=claim.volumes,
-        disk=disk_ref(claim.instance_id) if len(claim.gpus_by_node) == 1 else None,
+        disk=_disk(claim),
+        disk_from=disk_ref(claim.instance_id, claim.move_from) if claim.move_from else None,
     )
+
+
+def _disk(claim: Claim) -> str | None:
+    """Where a single node's container disk is kept on its host when it stops."""
+    if len(claim.gpus_by_node) != 1:
+        return None
+    return disk_ref(claim.instance_id, next(iter(claim.gpus_by_node)))
 
 
 class ProvisioningReconciler(Reconciler):
@@ -121,14 +129,18 @@ class ProvisioningReconciler(Reconciler):
         polled = self.backend.poll(claim.external_name)
         if polled.state in (MachineState.FAILED, MachineState.GONE):
             return self._fail(claim, polled.message or "the backend lost the machine")
-        late = self.clock.now() - claim.status_since > self.timeout
-        if polled.state == MachineState.RUNNING and not self.gated:
+        allowed = self.timeout
+        if claim.move_gb and self.catalog is not None:  # the copy of its disk, thrice the estimate
+            allowed += timedelta(seconds=3 * self.catalog.storage.copy_seconds(claim.move_gb))
+        late = self.clock.now() - claim.status_since > allowed
+        # no GPUs, nothing for the readiness gate to test
+        if polled.state == MachineState.RUNNING and (not self.gated or claim.no_gpu):
             with transaction(self.sessions) as session:
                 applied = provisioning.apply_running(
                     session, claim, polled.connection, self.clock.now()
                 )
         elif late:  # booting, or the gate (a node that cannot be reached), took too long
-            return self._fail(claim, f"not ready within {self.timeout.total_seconds():.0f} s")
+            return self._fail(claim, f"not ready within {allowed.total_seconds():.0f} s")
         elif polled.state == MachineState.RUNNING:
             assert self.catalog is not None
             gate = Gate(

@@ -145,6 +145,18 @@ class ContainerRuntime(ABC):
         carry all of `labels` (a commit keeps the container's labels)."""
 
     @abstractmethod
+    def tag(self, ref: str, new_ref: str) -> None:
+        """Give image `ref` the name `new_ref` too. RuntimeFailure when `ref` is not here."""
+
+    @abstractmethod
+    def save(self, ref: str, path: str) -> None:
+        """Write image `ref` (its layers and name) to the archive `path`."""
+
+    @abstractmethod
+    def load(self, path: str) -> str:
+        """Load the archive `path` (`save`'s); the reference it named."""
+
+    @abstractmethod
     def run_once(self, image: str, argv: builtins.list[str], timeout: int = 60) -> tuple[int, str]:
         """Run `argv` in a throwaway container of `image` (no network, read-only root):
         (exit code, output). RuntimeFailure when the engine cannot run it."""

@@ -80,6 +80,29 @@ class PodmanImages:
         if result.returncode != 0 and not any(w in text for w in ("not known", "no such image")):
             raise RuntimeFailure(last_line(result.stderr))
 
+    def tag(self, ref: str, new_ref: str) -> None:
+        result = self._call(["tag", ref, new_ref])
+        if result.returncode != 0:
+            raise RuntimeFailure(f"cannot name {ref} {new_ref}: {last_line(result.stderr)}")
+
+    def save(self, ref: str, path: str) -> None:
+        result = self._call(
+            ["save", "--quiet", "-o", path, ref], timeout=max(self.call_timeout, 3600)
+        )
+        if result.returncode != 0:
+            raise RuntimeFailure(f"cannot save {ref}: {last_line(result.stderr)}")
+
+    def load(self, path: str) -> str:
+        result = self._call(["load", "--quiet", "-i", path], timeout=max(self.call_timeout, 3600))
+        loaded = [
+            line.split(":", 1)[1].strip()
+            for line in result.stdout.splitlines()
+            if line.startswith("Loaded image")
+        ]
+        if result.returncode != 0 or not loaded:
+            raise RuntimeFailure(f"cannot load {path}: {last_line(result.stderr or result.stdout)}")
+        return loaded[-1]
+
     def image_size(self, ref: str) -> int | None:
         """Image `ref`'s size in bytes (its layers, shared ones included); None when not here."""
         result = self._call(["image", "inspect", "--format", "{{.Size}}", ref])

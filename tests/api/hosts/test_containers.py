@@ -83,7 +83,7 @@ def test_a_launch_runs_as_a_container_on_its_host(hosts_api: HostsApi) -> None:
     assert r.status_code == 200, r.text
     api.settle()
     [kept] = agent.report()["containers"]
-    assert kept["stopped"] is True and kept["disk"] == disk_ref(made["id"])
+    assert kept["stopped"] is True and kept["disk"] == disk_ref(made["id"], agent.host)
     assert kept["fingerprint"] == spec["fingerprint"]  # the same container, asked to stop
     assert _get(api, user, made["id"])["status"] == "stopping"
     agent.report([{"workload": kept["workload"], "state": "stopped", "disk_gb": 3}])

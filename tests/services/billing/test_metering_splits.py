@@ -36,6 +36,7 @@ def _rows(start: datetime, price: int) -> tuple[RunningRow, InstanceRow]:
         "plan": "on_demand",
         "plan_until": None,
         "charged_at": start,
+        "no_gpu": False,
     }
     return RunningRow(**values), InstanceRow(**values, usage_closed=0)
 

@@ -82,6 +82,7 @@ def instance_read(v: views.InstanceView) -> schemas.InstanceRead:
         at_expiry=v.at_expiry,
         movable=v.movable,
         bare_metal=v.bare_metal,
+        no_gpu=v.no_gpu,
         data_centre=v.data_centre,
         nodes=v.nodes,
         currency=v.currency,

@@ -96,6 +96,9 @@ from cardhour.api.schemas.statements import (
     UsageLineRead,
 )
 from cardhour.api.schemas.storage import (
+    InstanceStart,
+    StartChoice,
+    StartChoicesRead,
     VolumeCreate,
     VolumeEventRead,
     VolumeMount,
@@ -103,6 +106,9 @@ from cardhour.api.schemas.storage import (
 )
 
 __all__ = [
+    "InstanceStart",
+    "StartChoice",
+    "StartChoicesRead",
     "VolumeCreate",
     "VolumeEventRead",
     "VolumeMount",

@@ -256,6 +256,11 @@ class InstanceRead(BaseModel):
     )
     movable: bool
     bare_metal: bool = False
+    no_gpu: bool = Field(
+        default=False,
+        description="Started without GPUs to reach its kept disk (CPU only): "
+        "`price_per_card_hour` is then per hour.",
+    )
     data_centre: str | None
     nodes: list[str]
     currency: str

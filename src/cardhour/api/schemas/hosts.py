@@ -86,6 +86,12 @@ class ContainerReportIn(_Strict):
     disk_gb: int | None = Field(
         default=None, ge=0, description="Stopped: the size of its kept disk, in whole GiB."
     )
+    bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="A kept disk's save for its move: the bytes written so far (the archive's "
+        "size once done).",
+    )
 
 
 class AgentReport(_Strict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
@@ -73,3 +74,38 @@ class VolumeRead(BaseModel):
     events: list[VolumeEventRead] = Field(
         default_factory=list, description="What happened to it (the detail view)."
     )
+
+
+class InstanceStart(BaseModel):
+    """How a stopped instance starts (`POST /instances/{id}/start`; no body: `auto`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["auto", "wait", "no_gpu", "move"] = Field(
+        default="auto",
+        description="For an instance whose stop kept its disk on a host: `auto` starts there "
+        "when its GPUs are free, else answers 409 `start_choice_needed` with the choices; "
+        "`wait` queues for that host's GPUs; `no_gpu` runs from the disk now without GPUs at "
+        "the price per hour of the choices; `move` copies the disk to a host of the data "
+        "centre with the GPUs free (not billed) and starts there.",
+    )
+
+
+class StartChoice(BaseModel):
+    mode: str
+    detail: str
+    price_per_hour: str | None = None  # no_gpu
+    currency: str | None = None
+    available: bool | None = None  # move: whether a host with the GPUs free was found
+    to: str | None = None  # move: the host
+    copy_seconds: int | None = None  # move: the estimate of the copy
+
+
+class StartChoicesRead(BaseModel):
+    """What a start of the stopped instance can do now (also the details of a 409
+    `start_choice_needed`). `disk_host` null: it kept no disk; a start goes anywhere."""
+
+    disk_host: str | None
+    disk_gb: int | None
+    gpus_free: bool
+    choices: list[StartChoice]

@@ -31,6 +31,7 @@ from cardhour.backends.base import (
     PollResult,
     ProbeUnavailable,
     Probing,
+    ProvisioningFailed,
 )
 from cardhour.core import cluster
 from cardhour.core.catalog import Catalog
@@ -45,10 +46,11 @@ from cardhour.core.hosts import (
     share,
 )
 from cardhour.core.readiness import modelled as reports
-from cardhour.core.storage.volumes import DELETE_TASK
+from cardhour.core.storage.volumes import DELETE_TASK, EXPORT_TASK
 from cardhour.core.topology import NodeSpec
 
 MAX_CACHED_SPECS = 100_000
+COPY_SUFFIX = "-copy"  # a move's save of the kept disk: `<workload>-copy`, on its old host
 
 
 class HostDirectory(Protocol):
@@ -143,6 +145,8 @@ class HostsBackend(Backend, Probing):
                 wanted[node]["volumes"] = [v.spec() for v in spec.volumes]
             if spec.disk is not None and len(spec.gpus_by_node) == 1:
                 wanted[node]["disk"] = spec.disk
+                if spec.disk_from is not None:
+                    wanted[node]["disk_copy"] = self._move(spec, host)
             if len(spec.gpus_by_node) > 1:  # whole hosts: their network, keys between nodes
                 job = cluster.environment(layout, ranks[node])  # torchrun's; the renter's win
                 job["CARDHOUR_HOSTFILE"] = cluster.HOSTFILE_PATH  # the agent writes it
@@ -150,7 +154,27 @@ class HostsBackend(Backend, Probing):
                 wanted[node]["hostfile"] = cluster.hostfile(layout)
         self.directory.want(spec.external_name, spec.attempt, wanted)
 
+    def _move(self, spec: LaunchSpec, host: HostInfo) -> dict[str, str]:
+        """A start moving the kept disk `spec.disk_from` to `host`: its host is asked to save
+        it into the data centre's shared path (a task, `<workload>-copy`), where `host`'s agent
+        loads it from (`agent.disk_copies`). Where from, as the placed spec carries it."""
+        assert spec.disk_from is not None
+        shared = self.catalog.storage.shared_path(host.data_centre or "")
+        if shared is None:
+            raise ProvisioningFailed(f"{host.data_centre} declares no shared storage to move by")
+        source = spec.disk_from.rsplit(":", 1)[-1]
+        archive = f"{shared.rstrip('/')}/disk-copies/{spec.external_name}.tar"
+        task = {"kind": EXPORT_TASK, "image": spec.disk_from, "archive": archive}
+        copy = f"{spec.external_name}{COPY_SUFFIX}"
+        if not any(c.wanted for c in self.directory.containers(copy)):
+            self.directory.want(copy, spec.attempt, {source: task})
+        return {"from": source, "archive": archive}
+
     def poll(self, external_name: str) -> PollResult:
+        copy = [c for c in self.directory.containers(external_name + COPY_SUFFIX) if c.wanted]
+        if copy and copy[0].state == FAILED:
+            why = copy[0].report.get("error") or "the copy failed"
+            return PollResult(MachineState.FAILED, message=f"moving its disk: {why}")
         containers = self.directory.containers(external_name)
         wanted = [c for c in containers if c.wanted]
         if not wanted:
@@ -221,6 +245,7 @@ class HostsBackend(Backend, Probing):
     def stop(self, external_name: str) -> None:
         """A single container with a disk keeps it (its spec marked `stopped`: the agent stops
         and commits it, then reports `stopped`); anything else is terminated."""
+        self.directory.unwant(external_name + COPY_SUFFIX)  # a move cut short: the original stays
         wanted = [c for c in self.directory.containers(external_name) if c.wanted]
         if len(wanted) == 1 and wanted[0].spec.get("disk"):
             self.directory.stop(external_name)

@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from cardhour.api.schemas import InstanceRead
+from cardhour.api.schemas import InstanceRead, StartChoicesRead
 from cardhour.cli.common import JsonOption, KeyOption, UrlOption, connect, out, print_json
 from cardhour.cli.compute import ssh as ssh_config
 from cardhour.cli.render import (
+    choices_table,
     cluster_table,
     events_table,
     instance_detail,
@@ -19,6 +20,7 @@ from cardhour.cli.render import (
     stages_table,
     status_text,
 )
+from cardhour.client import ApiError
 from cardhour.core.states import InstanceStatus
 
 NameArgument = Annotated[str, typer.Argument(help="Instance name or id.", show_default=False)]
@@ -75,11 +77,49 @@ def stop(
 
 
 def start(
-    ctx: typer.Context, name: NameArgument, url: UrlOption = None, api_key: KeyOption = None
+    ctx: typer.Context,
+    name: NameArgument,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait in the queue for the GPUs of its disk's host.")
+    ] = False,
+    no_gpu: Annotated[
+        bool,
+        typer.Option("--no-gpu", help="Run from its disk now without GPUs (CPU only, per hour)."),
+    ] = False,
+    move: Annotated[
+        bool,
+        typer.Option("--move", help="Copy its disk to a host with the GPUs free; start there."),
+    ] = False,
+    choices: Annotated[
+        bool, typer.Option("--choices", help="Only show what a start can do now.")
+    ] = False,
+    json_out: JsonOption = False,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
 ) -> None:
-    """Start a stopped instance again (it is scheduled and provisioned anew)."""
+    """Start a stopped instance again. One whose stop kept its disk starts on the disk's host;
+    when that host's GPUs are taken, it shows the choices: --wait, --no-gpu or --move."""
+    picked = [m for m, on in (("wait", wait), ("no_gpu", no_gpu), ("move", move)) if on]
+    if len(picked) > 1:
+        raise typer.BadParameter("give at most one of --wait, --no-gpu, --move")
     with connect(ctx, url, api_key) as client:
-        _report(client.start(name))
+        if choices:
+            found = client.start_choices(name)
+            if json_out:
+                print_json(found)
+            else:
+                out.print(choices_table(found))
+            return
+        try:
+            started = client.start(name, mode=picked[0] if picked else None)
+        except ApiError as exc:
+            if exc.code == "start_choice_needed":
+                out.print(choices_table(StartChoicesRead.model_validate(exc.details)))
+            raise
+    if json_out:
+        print_json(started)
+    else:
+        _report(started)
 
 
 def down(

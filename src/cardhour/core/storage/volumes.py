@@ -53,6 +53,8 @@ KEPT = "kept"
 VOLUME, DISK = "volume", "disk"  # the kinds
 #: a host's wanted item that is no container: remove a deleted volume's data
 DELETE_TASK = "volume-delete"
+#: the kind of a wanted task that saves a kept disk for its move (`agent.disk_copies`)
+EXPORT_TASK = "disk-export"
 
 
 def check_name(name: str) -> str:
@@ -179,8 +181,14 @@ class StorageFile(BaseModel):
     prices: dict[str, str] = {}
     max_volume_gb: int = Field(default=10_240, gt=0)
     shared_paths: dict[str, str] = {}
+    #: per hour, a stopped instance started without GPUs to reach its disk (half a CPU,
+    #: 512 MB: `core.hosts.share` of no GPU)
+    no_gpu_price: str = "0.10"
+    #: what a kept disk's move to another host copies per second (save on its host, load on
+    #: the other, through the shared path): the estimate shown before a move
+    copy_mb_per_s: int = Field(default=40, gt=0)
 
-    @field_validator("price_gb_hour", "prices")
+    @field_validator("price_gb_hour", "prices", "no_gpu_price")
     @classmethod
     def _positive(cls, value: str | dict[str, str]) -> str | dict[str, str]:
         for price in [value] if isinstance(value, str) else value.values():
@@ -206,6 +214,8 @@ class Storage:
     prices: dict[str, Money] = field(default_factory=dict)
     max_volume_gb: int = 10_240
     shared_paths: dict[str, str] = field(default_factory=dict)
+    no_gpu_price: Money = field(default_factory=lambda: Money.parse("0.10"))
+    copy_mb_per_s: int = 40
 
     @classmethod
     def from_file(cls, spec: StorageFile, currency: str) -> Storage:
@@ -215,7 +225,14 @@ class Storage:
             {dc: Money.parse(p, currency) for dc, p in spec.prices.items()},
             spec.max_volume_gb,
             dict(spec.shared_paths),
+            Money.parse(spec.no_gpu_price, currency),
+            spec.copy_mb_per_s,
         )
+
+    def copy_seconds(self, size_gb: int) -> int:
+        """The estimate of a kept disk's move: `size_gb` at `copy_mb_per_s`, whole seconds
+        rounded up (at least 1)."""
+        return max(1, -(-size_gb * 1024 // self.copy_mb_per_s))
 
     def price(self, data_centre: str) -> Money:
         """Per GB-hour in `data_centre`."""

@@ -138,6 +138,10 @@ class InstanceRow(Base):
     # the host its container disk was kept on by a stop (a start is placed there); cleared
     # once a terminated instance's disk was let go
     disk_host: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # started without GPUs (CPU only, at the storage offer's price per hour) to reach its disk
+    no_gpu: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # a start that moves its kept disk: the host it is copied from (to `placement_host`)
+    move_from: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lease_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
     created_at: Mapped[datetime] = mapped_column(TS)

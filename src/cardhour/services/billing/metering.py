@@ -50,9 +50,16 @@ def open_seconds(row: Rated, now: datetime) -> int:
     return max((now - as_utc(row.running_since)) // ONE_SECOND, 0)
 
 
+def cards(row: Rated) -> int:
+    """What the row's price is multiplied by: its GPUs; one for a start without GPUs (its
+    price is per hour, not per card: `Storage.no_gpu_price`)."""
+    return 1 if row.no_gpu else row.gpu_count
+
+
 def usage_until(row: InstanceRow, now: datetime) -> int:
-    """Cumulative metered usage in milli-GPU-seconds up to `now` (reporting)."""
-    return row.usage_closed + open_seconds(row, now) * row.gpu_count * 1000
+    """Cumulative metered GPU usage in milli-GPU-seconds up to `now` (reporting; a run without
+    GPUs adds none)."""
+    return row.usage_closed + open_seconds(row, now) * (0 if row.no_gpu else row.gpu_count) * 1000
 
 
 def price_of(row: Rated) -> Money:
@@ -60,12 +67,12 @@ def price_of(row: Rated) -> Money:
 
 
 def hourly_cost(row: Rated) -> Money:
-    return price_of(row).times(row.gpu_count)
+    return price_of(row).times(cards(row))
 
 
 def cost_of_seconds(row: Rated, seconds: int) -> int:
     """What `seconds` more of the row's cards cost at its price, in micro-units."""
-    return rate_micros(row.price_micros, seconds * row.gpu_count * 1000)
+    return rate_micros(row.price_micros, seconds * cards(row) * 1000)
 
 
 def _closed(row: InstanceRow) -> ExactCost:
@@ -76,7 +83,7 @@ def due(row: Rated, now: datetime) -> int:
     """What the instance owes beyond what was charged, in micro-units (≤ 0: nothing owed).
     Integer arithmetic of `ExactCost.plus_usage(...).rounded()`, inlined: the metering pass
     calls this for every running instance."""
-    usage = open_seconds(row, now) * row.gpu_count * 1000
+    usage = open_seconds(row, now) * cards(row) * 1000
     whole, frac = divmod(
         row.closed_frac + row.price_micros * usage, MILLI_GPU_SECONDS_PER_CARD_HOUR
     )
@@ -89,10 +96,11 @@ def close_segment(row: InstanceRow, end: datetime) -> UsageSegmentRow:
     next one (or not). Returns the segment's record, not yet added to a session."""
     assert row.running_since is not None
     start = as_utc(row.running_since)
-    usage = open_seconds(row, end) * row.gpu_count * 1000
+    usage = open_seconds(row, end) * cards(row) * 1000
     before = _closed(row)
     after = before.plus_usage(price_of(row), usage)
-    row.usage_closed += usage
+    if not row.no_gpu:  # GPU usage; a run without GPUs is billed per hour, no card time
+        row.usage_closed += usage
     row.billed_closed_micros, row.closed_frac = after.micros, after.frac
     row.running_since = None
     return UsageSegmentRow(
@@ -100,7 +108,7 @@ def close_segment(row: InstanceRow, end: datetime) -> UsageSegmentRow:
         owner_id=row.owner_id,
         gpu_model=row.gpu_model,
         data_centre=row.data_centre,
-        gpu_count=row.gpu_count,
+        gpu_count=0 if row.no_gpu else row.gpu_count,  # 0: hours without GPUs
         price_micros=row.price_micros,
         currency=row.currency,
         started_at=start,
@@ -116,18 +124,19 @@ def split_at_boundaries(
     """Close the open segment at each month boundary and price change up to `now`, reopening
     at the new price. Returns the closed segments."""
     closed = []
-    if row.running_since is not None and row.data_centre is not None:
+    dc = None if row.no_gpu else row.data_centre  # where the price book's GPU prices apply
+    if row.running_since is not None and dc is not None:
         # a change made after the segment began but effective from its very first instant
         start = as_utc(row.running_since)
-        at_start = prices.version_at(row.gpu_model, row.data_centre, start)
+        at_start = prices.version_at(row.gpu_model, dc, start)
         if at_start is not None and at_start.effective_from == start:
             row.price_micros = at_start.price.micros
     while row.running_since is not None:
         start = as_utc(row.running_since)
         boundary = next_month(start)
         change = None
-        if row.data_centre is not None:
-            change = prices.next_change(row.gpu_model, row.data_centre, start, now)
+        if dc is not None:
+            change = prices.next_change(row.gpu_model, dc, start, now)
         if change is not None and change.effective_from < boundary:
             boundary = change.effective_from
         if boundary > now:
@@ -148,7 +157,7 @@ def splits(row: RunningRow, now: datetime, prices: PriceHistory) -> bool:
     start = as_utc(row.running_since)
     if next_month(start) <= now:
         return True
-    if row.data_centre is None:
+    if row.data_centre is None or row.no_gpu:
         return False
     at_start = prices.version_at(row.gpu_model, row.data_centre, start)
     repriced = at_start is not None and at_start.effective_from == start

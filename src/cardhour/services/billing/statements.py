@@ -231,12 +231,12 @@ def _open_pieces(row: InstanceRow, now: datetime, prices: pricing.PriceHistory) 
         for s in metering.split_at_boundaries(copy, now, prices)
     ]  # fmt: skip
     assert copy.running_since is not None
-    usage = metering.open_seconds(copy, now) * copy.gpu_count * 1000
+    usage = metering.open_seconds(copy, now) * metering.cards(copy) * 1000
     before = ExactCost(copy.billed_closed_micros, copy.closed_frac)
     amount = before.plus_usage(metering.price_of(copy), usage).rounded() - before.rounded()
     pieces.append(
-        _Piece(copy.id, copy.gpu_model, copy.data_centre, copy.gpu_count, copy.price_micros,
-               as_utc(copy.running_since), now, usage, amount, running=True)
+        _Piece(copy.id, copy.gpu_model, copy.data_centre, 0 if copy.no_gpu else copy.gpu_count,
+               copy.price_micros, as_utc(copy.running_since), now, usage, amount, running=True)
     )  # fmt: skip
     return pieces
 

@@ -30,6 +30,8 @@ from cardhour.store.billing import ledger as store
 from cardhour.store.billing.usage import Rated
 
 _FAR = datetime.max.replace(tzinfo=UTC)
+#: what a run without GPUs draws as (no credit is tied to it: untied credits, then cash)
+NO_GPU = "no-gpu"
 
 
 def usable(row: Account, gpu_model: str | None, now: datetime) -> bool:
@@ -305,7 +307,9 @@ def charge(book: Book, row: Rated, amount: int, id_base: str, kind: str) -> None
     hold, then its owner's sources in spending order, cash taking what is left even below zero
     (usage already ran)."""
     revenue = ledger.platform_key("revenue")
-    amount -= spend_grants(book, row, amount, id_base)
+    model = NO_GPU if row.no_gpu else row.gpu_model
+    if not row.no_gpu:  # grant hours are GPU card-hours
+        amount -= spend_grants(book, row, amount, id_base)
     from_hold = min(amount, max(hold_balance(book, row), 0))
     if from_hold:
         book.transfer(
@@ -316,9 +320,7 @@ def charge(book: Book, row: Rated, amount: int, id_base: str, kind: str) -> None
             kind,
             row.id,
         )
-    draw(
-        book, row.owner_id, row.gpu_model, amount - from_hold, revenue, id_base, kind, row.id, True
-    )
+    draw(book, row.owner_id, model, amount - from_hold, revenue, id_base, kind, row.id, True)
 
 
 @dataclass(frozen=True)

@@ -287,8 +287,10 @@ def allocations_of(session: Session, row: InstanceRow) -> list[AllocationRow]:
 def nodes_of(
     session: Session, row: InstanceRow, allocations: list[AllocationRow] | None = None
 ) -> list[str]:
-    """The nodes the instance holds GPUs on now (empty when it holds none). `allocations`:
-    `allocations_of`'s answer, where the caller has it."""
+    """The nodes the instance holds GPUs on now (empty when it holds none; a run without GPUs:
+    its host). `allocations`: `allocations_of`'s answer, where the caller has it."""
+    if row.no_gpu and row.node_order and S(row.status) in (S.PROVISIONING, S.RUNNING):
+        return list(json.loads(row.node_order))
     if allocations is None:
         allocations = allocations_of(session, row)
     return sorted({a.node_id for a in allocations})
@@ -341,7 +343,17 @@ def stop(session: Session, user: UserRow, id_or_name: str, now: datetime) -> Ins
     return row
 
 
-def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> InstanceRow:
+def start(
+    session: Session,
+    user: UserRow,
+    id_or_name: str,
+    now: datetime,
+    no_gpu_price: Money | None = None,
+    move_to: str | None = None,
+) -> InstanceRow:
+    """Back to the scheduler; one hour is held. An instance whose stop kept its disk starts
+    on the disk's host, or without GPUs there at `no_gpu_price` per hour, or on host
+    `move_to`, its disk copied there (`services.storage.starts` chooses)."""
     row = get(session, user, id_or_name, lock=True)
     status = S(row.status)
     if status in COMMITTED:
@@ -353,14 +365,22 @@ def start(session: Session, user: UserRow, id_or_name: str, now: datetime) -> In
         # stopped before its plan began: the 30 days are held again, at the launch's price
         plan_price = Money(row.quoted_price_micros, row.currency)
         _hold(session, row, pricing.plan_total(plan_price, row.gpu_count), "the 30-day plan", now)
+    elif no_gpu_price is not None:  # fixed now: the GPU price book does not apply to it
+        row.price_micros = no_gpu_price.micros
+        _hold(session, row, no_gpu_price, "one hour without GPUs", now)
     else:
         price = pricing.dearest(pricing.history(session), row.gpu_model, now)
         _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now, price)
-    row.desired = "running"
+    row.desired, row.no_gpu, row.move_from = "running", no_gpu_price is not None, None
     reason = "start requested by user (GPUs are re-allocated)"
     if row.disk_host is not None:  # a stop kept its disk there: it starts there
         row.placement_host, row.placement_dc = row.disk_host, row.placement_dc or row.data_centre
         reason = f"start requested by user (on {row.disk_host}, where its disk is kept)"
+        if no_gpu_price is not None:
+            reason = f"start without GPUs requested by user (on {row.disk_host}, its disk)"
+        elif move_to is not None:
+            row.placement_host, row.move_from = move_to, row.disk_host
+            reason = f"start requested by user, moving its disk from {row.disk_host} to {move_to}"
     switch_status(session, row, S.PENDING, now, reason)
     return row
 

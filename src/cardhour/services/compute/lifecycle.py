@@ -90,6 +90,8 @@ def _storage(session: Session, row: InstanceRow, new: InstanceStatus, now: datet
     """What the instance's volumes and kept disk do as it goes to `new` (their rows locked in
     one query, in id order: the lock order of volumes)."""
     volumes.lock_of_instance(session, row)
+    if new not in (S.PENDING, S.PROVISIONING):  # a move is over: done, or given up
+        row.move_from = None
     if new == S.RUNNING:
         volumes.formatted(session, row, now)
         if row.disk_host is not None:  # running from its kept disk: storage no more
@@ -106,8 +108,11 @@ def fix_price(session: Session, row: InstanceRow, prices: PriceHistory, now: dat
     in its data centre (`pricing.run_price`; the plan's, before a monthly plan starts), never
     above what its quote promised until it first runs. Called when it is placed (the price a
     wait is credited at and a monthly plan is charged at when it starts), when its run starts
-    (usage is billed at the price in force then) and when a plan turns on demand."""
+    (usage is billed at the price in force then) and when a plan turns on demand. A run
+    without GPUs keeps the price its start fixed (`services.storage.starts`)."""
     assert row.data_centre is not None
+    if row.no_gpu:
+        return
     first = row.quoted_price_micros is not None and not store.has_run(session, row.id)
     row.price_micros = pricing.run_price(prices, row, row.data_centre, now, first).micros
 

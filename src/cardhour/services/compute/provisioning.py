@@ -24,6 +24,7 @@ from cardhour.services.compute.lifecycle import switch_status
 from cardhour.services.storage import disks, volumes
 from cardhour.store.compute import instances as store
 from cardhour.store.compute import nodes as node_store
+from cardhour.store.storage import volumes as disk_store
 
 S = InstanceStatus
 WORK_STATES = (S.PROVISIONING.value, S.STOPPING.value)
@@ -55,6 +56,9 @@ class Claim:
     #: a cluster's nodes in rank order (a replacement takes the rank of the node it replaced)
     node_order: tuple[str, ...] = ()
     volumes: tuple[Attachment, ...] = ()  # the volumes it mounts (`services.storage`)
+    no_gpu: bool = False  # started without GPUs on the host its disk is kept on
+    move_from: str | None = None  # a start moving its kept disk: the host it is copied from
+    move_gb: int = 0  # the size of the disk it moves (its copy's time is allowed for)
 
 
 def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) -> list[Claim]:
@@ -67,6 +71,8 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
         work = workload.of(row)
         for alloc in node_store.allocations_of(session, row.id):
             gpus.setdefault(alloc.node_id, []).append(alloc.gpu_index)
+        if row.no_gpu and row.node_order:  # a node, none of its GPUs
+            gpus = {node: [] for node in json.loads(row.node_order)}
         claims.append(
             Claim(
                 row.id,
@@ -90,6 +96,11 @@ def claim(session: Session, now: datetime, lease_seconds: int, limit: int = 20) 
                 tuple(work.ports),
                 tuple(json.loads(row.node_order)) if row.node_order else (),
                 tuple(volumes.attachments(session, row)) if row.placement_dc else (),
+                row.no_gpu,
+                row.move_from,
+                sum(d.size_gb for d in disk_store.kept_disks_of(session, row.id))
+                if row.move_from
+                else 0,
             )
         )
     session.flush()
@@ -114,9 +125,15 @@ def apply_running(session: Session, claim: Claim, connection: dict, now: datetim
 
 
 def apply_failed(session: Session, claim: Claim, message: str, now: datetime) -> bool:
+    """`failed`; a start that moved its disk stops instead: the original is where it was."""
     row = fenced(session, claim)
     if row is None:
         return False
+    if row.move_from is not None:
+        row.desired = "stopped"
+        said = f"the move failed ({message}); its disk stays on {row.move_from}"
+        switch_status(session, row, S.STOPPING, now, said)
+        return True
     switch_status(session, row, S.FAILED, now, message)
     return True
 

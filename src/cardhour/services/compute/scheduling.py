@@ -83,6 +83,23 @@ def _bind(
     return request if isinstance(request, Pending) else scheduler.bind(state, request)
 
 
+def _place_without_gpus(session: Session, row: InstanceRow, now: datetime) -> None:
+    """A start without GPUs (`services.storage.starts`): on the host its disk is kept on, with
+    nothing allocated (the container gets `core.hosts.share` of no GPU); its price was fixed
+    when it was started."""
+    host = row.disk_host
+    assert host is not None
+    requested = pending_since(row)
+    row.node_order = json.dumps([host])
+    row.attempt += 1
+    row.external_name = f"ch-{row.id}-{row.attempt}"
+    if row.placement_dc is not None:
+        volumes.placed(session, row, [host])
+    said = f"placed on {host} without GPUs (CPU only, to reach its disk)"
+    switch_status(session, row, InstanceStatus.PROVISIONING, now, said)
+    readiness.placed(session, row, requested, now, [host])
+
+
 def typical_workload(
     session: Session, shapes: dict[str, placement.NodeShape], window: int
 ) -> TypicalWorkload:
@@ -113,6 +130,10 @@ def run_cycle(
     # A fresh engine per cycle: the shared one (also read by API threads) is never mutated.
     scheduler = Scheduler(scheduler.profile, typical_workload(session, shapes, window))
     for row in pending:
+        if row.no_gpu and row.disk_host is not None:
+            _place_without_gpus(session, row, now)
+            result.placed.append(row.id)
+            continue
         decision = _bind(scheduler, state, shapes, row, catalog)
         if isinstance(decision, Pending):
             row.status_reason = f"pending: {decision.reason}"

@@ -28,7 +28,7 @@ from cardhour.core.money import Money, rate_micros
 from cardhour.core.states import InstanceStatus
 from cardhour.db.locking import for_update
 from cardhour.db.models import InstanceRow
-from cardhour.services.billing import credit_accounts, ledger
+from cardhour.services.billing import credit_accounts, ledger, metering
 from cardhour.store.compute.instances import note
 
 OPEN = (InstanceStatus.PENDING.value, InstanceStatus.PROVISIONING.value)
@@ -94,7 +94,9 @@ def _settle(
     if waited <= row.sla_seconds:
         return None
     credited = min(waited, row.sla_seconds) if cap else waited
-    amount = Money(rate_micros(row.price_micros, credited * row.gpu_count * 1000), row.currency)
+    amount = Money(
+        rate_micros(row.price_micros, credited * metering.cards(row) * 1000), row.currency
+    )
     if amount.micros <= 0:
         return None
     credit_id = f"sla-{row.id}-{int(requested.timestamp())}"

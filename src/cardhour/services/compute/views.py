@@ -85,6 +85,7 @@ class InstanceView:
     at_expiry: str | None
     movable: bool
     bare_metal: bool
+    no_gpu: bool  # started without GPUs: `price` is per hour
     data_centre: str | None
     nodes: list[str]  # the nodes it holds GPUs on now, sorted
     price: Money  # per card-hour
@@ -155,6 +156,7 @@ def _summary(
         at_expiry=row.plan_at_expiry,
         movable=row.movable,
         bare_metal=row.bare_metal,
+        no_gpu=row.no_gpu,
         data_centre=row.data_centre,
         nodes=nodes,
         price=Money(row.price_micros, row.currency),

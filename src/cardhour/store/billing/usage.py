@@ -41,6 +41,8 @@ class Rated(Protocol):
     def billed_closed_micros(self) -> int: ...
     @property
     def closed_frac(self) -> int: ...
+    @property
+    def no_gpu(self) -> bool: ...
 
 
 class RunningRow(NamedTuple):
@@ -63,6 +65,7 @@ class RunningRow(NamedTuple):
     plan: str
     plan_until: datetime | None
     charged_at: datetime | None
+    no_gpu: bool
 
 
 def lock_running(session: Session) -> list[RunningRow]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from fastapi import APIRouter, Depends, Response
 from sqlalchemy.orm import Session
@@ -15,6 +16,7 @@ from cardhour.db.models import InstanceRow, UserRow
 from cardhour.services.compute import instances, views
 from cardhour.services.compute import slurm as slurm_service
 from cardhour.services.compute.instances import LaunchRequest
+from cardhour.services.storage import starts
 
 router = APIRouter(prefix="/instances", tags=["instances"])
 
@@ -96,12 +98,38 @@ def stop(
     return _act_once(ctx, idem, ident, instances.stop)
 
 
-@router.post("/{ident}/start", response_model=schemas.InstanceRead, responses=IDEMPOTENCY_RESPONSES)
+@router.post(
+    "/{ident}/start",
+    response_model=schemas.InstanceRead,
+    responses={**IDEMPOTENCY_RESPONSES, 409: {"model": schemas.ErrorRead}},
+)
 def start(
-    ident: str, ctx: Ctx = Depends(get_ctx), idem: Idempotency = Depends(idempotency)
+    ident: str,
+    body: schemas.InstanceStart | None = None,
+    ctx: Ctx = Depends(get_ctx),
+    idem: Idempotency = Depends(idempotency),
 ) -> Response:
-    """A stopped instance goes back to the scheduler; the balance must cover an hour."""
-    return _act_once(ctx, idem, ident, instances.start)
+    """A stopped instance goes back to the scheduler; the balance must cover an hour. One
+    whose stop kept its disk starts on the disk's host; when that host's GPUs are taken, 409
+    `start_choice_needed` gives the choices (`details`, as `GET .../start-choices`) and the
+    `mode` of the body picks one."""
+    mode = body.mode if body is not None else starts.AUTO
+    catalog = ctx.platform.catalog
+
+    def act(session: Session, user: UserRow, ident: str, now: datetime) -> InstanceRow:
+        return starts.start(session, catalog, user, ident, now, mode)
+
+    return _act_once(ctx, idem, ident, act)
+
+
+@router.get("/{ident}/start-choices", response_model=schemas.StartChoicesRead)
+def start_choices(ident: str, ctx: Ctx = Depends(get_ctx)) -> schemas.StartChoicesRead:
+    """What a start can do now: where the disk is kept, whether its host's GPUs are free, the
+    price per hour without GPUs, the host a move would go to and the copy's estimate."""
+    with ctx.user_tx() as (session, user):
+        row = instances.get(session, user, ident)
+        found = starts.choices(session, ctx.platform.catalog, row)
+        return schemas.StartChoicesRead.model_validate(found.as_details())
 
 
 @router.delete("/{ident}", response_model=schemas.InstanceRead)

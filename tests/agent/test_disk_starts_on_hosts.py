@@ -1,0 +1,95 @@
+"""The start choices of an instance whose stop kept its disk (docs/dev/storage.md), on real
+hosts: two agents with one stand-in H100 each, real Podman containers, bj1 declaring a shared
+storage path. Through the REST API: a start whose host's GPUs were taken meanwhile answers 409
+`start_choice_needed` with the three choices (no move while no other host is free); the no-GPU
+start runs from the disk with no GPU device, billed per hour at the offer's price; the move
+copies the disk through the shared path to the other host, where the file is there and the
+name is the same; the original disk goes once the instance runs there, the moved one at
+terminate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cardhour.core.hosts import disk_ref
+from tests.agent.conftest import Hosts, wait_for
+from tests.agent.test_real_hosts import keypair, renter, settled
+from tests.agent.test_volumes_on_hosts import _run
+
+ADDRESSES = {"e": "127.0.1.55", "f": "127.0.1.56"}
+
+
+def _launch(hosts: Hosts, user: dict[str, str], name: str) -> str:
+    r = hosts.call("POST", "/instances", user, json={"gpu": "H100", "name": name})
+    assert r.status_code == 201, r.text
+    running = settled(hosts, user, name, "running", "failed")
+    assert running["status"] == "running", running["status_reason"]
+    return str(running["nodes"][0])
+
+
+def test_a_start_whose_gpus_were_taken_offers_wait_no_gpu_and_move(
+    shared_hosts: Hosts, tmp_path: Path
+) -> None:
+    hosts = shared_hosts
+    for short, address in ADDRESSES.items():
+        hosts.join(short, address, gpus="H100:1")
+    key, public = keypair(tmp_path, "renter")
+    user = renter(hosts, public)
+    r = hosts.call("POST", "/instances", user, json={"gpu": "H100", "name": "keeper"})
+    assert r.status_code == 201, r.text
+    ident = r.json()["id"]
+    _run(hosts, user, key, "keeper", "echo mine > /root/kept.txt")
+    home = settled(hosts, user, "keeper", "running")["nodes"][0]
+    assert hosts.call("POST", "/instances/keeper/stop", user).status_code == 200
+    settled(hosts, user, "keeper", "stopped")
+    # both hosts' GPUs taken meanwhile
+    others = {_launch(hosts, user, "taker-1"), _launch(hosts, user, "taker-2")}
+    assert home in others and len(others) == 2
+
+    r = hosts.call("POST", "/instances/keeper/start", user)
+    assert r.status_code == 409, r.text
+    error = r.json()["error"]
+    assert error["code"] == "start_choice_needed"
+    details = error["details"]
+    assert details["disk_host"] == home and details["gpus_free"] is False
+    assert [c["mode"] for c in details["choices"]] == ["wait", "no_gpu", "move"]
+    assert details["choices"][1]["price_per_hour"] == "0.10"
+    assert details["choices"][2]["available"] is False  # no other host is free
+    assert settled(hosts, user, "keeper", "stopped")["status_reason"] == "released"
+    r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "move"})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "conflict", r.text
+
+    # without GPUs: on its disk's host, no GPU device, the file there, per hour
+    r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "no_gpu"})
+    assert r.status_code == 200, r.text
+    out = _run(hosts, user, key, "keeper", "cat /root/kept.txt; ls /dev | grep -c nvidia || true")
+    assert out == "mine\n0\n"
+    shown = settled(hosts, user, "keeper", "running")
+    assert shown["nodes"] == [home] and shown["no_gpu"] is True
+    assert shown["price_per_card_hour"] == "0.10"  # per hour, without GPUs
+    _run(hosts, user, key, "keeper", "echo reached >> /root/kept.txt")
+    assert hosts.call("POST", "/instances/keeper/stop", user).status_code == 200
+    settled(hosts, user, "keeper", "stopped")
+
+    # the other host's GPUs free again: the move is offered, estimated, and lands there
+    away = next(n for n in others if n != home)
+    taker = next(
+        i["id"] for i in hosts.call("GET", "/instances", user).json() if away in i["nodes"]
+    )
+    assert hosts.call("DELETE", f"/instances/{taker}", user).status_code == 200
+    settled(hosts, user, taker, "terminated")
+    found = hosts.call("GET", "/instances/keeper/start-choices", user).json()
+    move = found["choices"][2]
+    assert move["available"] is True and move["to"] == away and move["copy_seconds"] >= 1
+    r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "move"})
+    assert r.status_code == 200, r.text
+    assert _run(hosts, user, key, "keeper", "cat /root/kept.txt") == "mine\nreached\n"
+    moved = settled(hosts, user, "keeper", "running")
+    assert moved["nodes"] == [away] and moved["name"] == "keeper"
+    # the original goes once it runs on the new host; the copy through the shared path too
+    wait_for(lambda: hosts.runtime.image_labels(disk_ref(ident, home)) is None, 60, "the original")
+    assert list((tmp_path / "shared" / "disk-copies").glob("*")) == []
+
+    assert hosts.call("DELETE", "/instances/keeper", user).status_code == 200
+    settled(hosts, user, ident, "terminated")
+    wait_for(lambda: hosts.runtime.image_labels(disk_ref(ident, away)) is None, 60, "the disk")
