@@ -93,3 +93,47 @@ def test_a_start_whose_gpus_were_taken_offers_wait_no_gpu_and_move(
     assert hosts.call("DELETE", "/instances/keeper", user).status_code == 200
     settled(hosts, user, ident, "terminated")
     wait_for(lambda: hosts.runtime.image_labels(disk_ref(ident, away)) is None, 60, "the disk")
+
+
+def test_a_move_cut_short_leaves_the_original_and_a_killed_agent_resumes_it(
+    shared_hosts: Hosts, tmp_path: Path
+) -> None:
+    hosts = shared_hosts
+    for short, address in {"g": "127.0.1.57", "h": "127.0.1.58"}.items():
+        hosts.join(short, address, gpus="H100:1")
+    key, public = keypair(tmp_path, "renter")
+    user = renter(hosts, public)
+    r = hosts.call("POST", "/instances", user, json={"gpu": "H100", "name": "keeper"})
+    assert r.status_code == 201, r.text
+    ident = r.json()["id"]
+    _run(hosts, user, key, "keeper", "echo mine > /root/kept.txt")
+    home = settled(hosts, user, "keeper", "running")["nodes"][0]
+    home_short = home.removeprefix(f"{hosts.prefix}-")
+    assert hosts.call("POST", "/instances/keeper/stop", user).status_code == 200
+    settled(hosts, user, "keeper", "stopped")
+    copies = tmp_path / "shared" / "disk-copies"
+
+    def saving() -> bool:
+        return any(p.name.endswith(".part") for p in copies.glob("*")) if copies.is_dir() else False
+
+    # a stop while its disk is being saved: back to stopped with the disk where it was
+    r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "move"})
+    assert r.status_code == 200, r.text
+    wait_for(saving, 60, "the save to begin")
+    assert hosts.call("POST", "/instances/keeper/stop", user).status_code == 200
+    settled(hosts, user, "keeper", "stopped")
+    choices = hosts.call("GET", "/instances/keeper/start-choices", user).json()
+    assert choices["disk_host"] == home and choices["gpus_free"] is True
+    assert hosts.runtime.image_labels(disk_ref(ident, home)) is not None
+    wait_for(lambda: not list(copies.glob("*")), 60, "the given-up copy removed")
+
+    # the source's agent killed while it saves: its next agent saves again, the move lands
+    r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "move"})
+    assert r.status_code == 200, r.text
+    wait_for(saving, 60, "the save to begin")
+    hosts.kill(home_short)
+    hosts.start_agent(home_short, {"g": "127.0.1.57", "h": "127.0.1.58"}[home_short], "H100:1")
+    assert _run(hosts, user, key, "keeper", "cat /root/kept.txt") == "mine\n"
+    moved = settled(hosts, user, "keeper", "running")
+    assert moved["nodes"] != [home]
+    wait_for(lambda: hosts.runtime.image_labels(disk_ref(ident, home)) is None, 60, "original")

@@ -61,6 +61,7 @@ class DiskCopies:
         #: archives saved whose task is still wanted: the loader removes an archive it loaded,
         #: which must not be saved again (an agent restarted in between does save it again)
         self._saved: set[str] = set()
+        self._wanted: set[str] = set()  # the archives of the export tasks wanted now
 
     def export(self, task: dict[str, Any]) -> dict[str, Any]:
         """Report on a wanted `EXPORT_TASK` as a container would: `running` while its disk is
@@ -87,8 +88,12 @@ class DiskCopies:
         return report | {"state": RUNNING, "bytes": part.stat().st_size if part.exists() else 0}
 
     def wanted(self, tasks: list[dict[str, Any]]) -> None:
-        """The tasks wanted on this pass: a saved archive whose task is gone is forgotten."""
-        self._saved &= {str(t.get("archive")) for t in tasks if t.get("kind") == EXPORT_TASK}
+        """The tasks wanted on this pass. A saved archive whose task is gone is removed (the
+        move was given up before its load; a loaded one is gone already) and forgotten."""
+        self._wanted = {str(t.get("archive")) for t in tasks if t.get("kind") == EXPORT_TASK}
+        for archive in self._saved - self._wanted:
+            Path(archive).unlink(missing_ok=True)
+        self._saved &= self._wanted
 
     def fetch(self, spec: dict[str, Any]) -> None:
         """Make sure the disk `spec` names is here, copying it in if the spec says from where.
@@ -123,10 +128,14 @@ class DiskCopies:
             raise RuntimeFailure(f"the disk {image} is not on this host")
         name, part = move_ref(archive), f"{archive}.part"
         os.makedirs(os.path.dirname(archive), exist_ok=True)
+        Path(part).unlink(missing_ok=True)  # a save cut short by the agent's end
         self.runtime.tag(image, name)
         try:
             self.runtime.save(name, part)
             os.replace(part, archive)
+            if archive not in self._wanted:  # the move was given up while it was saved
+                Path(archive).unlink()
+                return
             self._saved.add(archive)
             log.info("saved the disk %s to %s for its move", image, archive)
         finally:
@@ -138,5 +147,5 @@ class DiskCopies:
             self.runtime.tag(loaded, disk)
         finally:
             self.runtime.remove_image(loaded)  # the move's name only
-        os.remove(archive)
+        Path(archive).unlink(missing_ok=True)
         log.info("loaded the disk %s from %s", disk, archive)

@@ -14,6 +14,7 @@ from cardhour.console.views import compute as views
 from cardhour.core.errors import CardhourError
 from cardhour.services.compute import instances
 from cardhour.services.compute.instances import LaunchRequest
+from cardhour.services.storage import starts
 
 router = APIRouter(include_in_schema=False)
 
@@ -38,9 +39,12 @@ def _gpus_page(
     )
 
 
-def _instances_page(page: Page, status: int = 200, error: str | None = None) -> Response:
+def _instances_page(
+    page: Page, status: int = 200, error: str | None = None, choices: dict | None = None
+) -> Response:
+    """The instances page; `choices`: a start's choices to offer (`StartChoiceNeeded`)."""
     rows = views.instance_rows(page.session, page.user)
-    return page.render("instances.html", status, rows=rows, error=error)
+    return page.render("instances.html", status, rows=rows, error=error, choices=choices)
 
 
 @router.get("/gpus", response_class=HTMLResponse)
@@ -97,15 +101,26 @@ def instance_page(request: Request, ident: str) -> Response:
 
 
 @router.post("/instances/{ident}/{action}")
-def instance_action(request: Request, ident: str, action: str, csrf: str = Form("")) -> Response:
-    verbs = {"stop": instances.stop, "start": instances.start, "terminate": instances.terminate}
+def instance_action(
+    request: Request, ident: str, action: str, csrf: str = Form(""), mode: str = Form(starts.AUTO)
+) -> Response:
+    """Stop, start (`mode`: a start's choice, `services.storage.starts`) or terminate."""
     with signed_in(request) as page:
+        catalog = page.platform.catalog
+        verbs = {
+            "stop": instances.stop,
+            "start": lambda s, u, i, now: starts.start(s, catalog, u, i, now, mode),
+            "terminate": instances.terminate,
+        }
         try:
             page.check_csrf(csrf)
             if action not in verbs:
                 raise CardhourError(f"unknown action {action!r}")
             with page.attempt() as session:
                 verbs[action](session, page.user, ident, page.now)
+        except starts.StartChoiceNeeded as exc:
+            offer = {"ident": ident, **exc.details}
+            return _instances_page(page, exc.http_status, error=exc.message, choices=offer)
         except CardhourError as exc:
             return _instances_page(page, exc.http_status, error=exc.message)
         page.wake()
