@@ -171,12 +171,13 @@ class HostsBackend(Backend, Probing):
         return {"from": source, "archive": archive}
 
     def poll(self, external_name: str) -> PollResult:
-        copy = [c for c in self.directory.containers(external_name + COPY_SUFFIX) if c.wanted]
-        if copy and copy[0].state == FAILED:
-            why = copy[0].report.get("error") or "the copy failed"
-            return PollResult(MachineState.FAILED, message=f"moving its disk: {why}")
         containers = self.directory.containers(external_name)
         wanted = [c for c in containers if c.wanted]
+        if any(c.spec.get("disk_copy") and not c.spec.get("stopped") for c in wanted):
+            copy = [c for c in self.directory.containers(external_name + COPY_SUFFIX) if c.wanted]
+            if copy and copy[0].state == FAILED:
+                why = copy[0].report.get("error") or "the copy failed"
+                return PollResult(MachineState.FAILED, message=f"moving its disk: {why}")
         if not wanted:
             if containers:  # being removed
                 return PollResult(MachineState.PROVISIONING)

@@ -121,7 +121,7 @@ def _lines(st: StatementRead) -> None:
         for u in st.usage_lines:
             table.add_row(
                 escape(u.instance_name) + (" [yellow](running)[/]" if u.running else ""),
-                escape(f"{u.gpu_count} × {u.gpu_model}"),
+                escape(f"{u.gpu_count} × {u.gpu_model}" if u.gpu_count else "no GPU (hours)"),
                 escape(u.data_centre or "-"),
                 card_hours(u.card_seconds),
                 money(u.rate_per_card_hour),

@@ -88,7 +88,7 @@ def statement_rows(st: Statement) -> dict[str, Any]:
         "usage_lines": [
             {
                 "name": u.instance_name,
-                "gpus": f"{u.gpu_count} × {u.gpu_model}",
+                "gpus": f"{u.gpu_count} × {u.gpu_model}" if u.gpu_count else "no GPU (hours)",
                 "where": u.data_centre or "—",
                 "card_hours": statements.card_hours(u.card_seconds),
                 "card_seconds": u.card_seconds,

@@ -125,13 +125,15 @@ def apply_running(session: Session, claim: Claim, connection: dict, now: datetim
 
 
 def apply_failed(session: Session, claim: Claim, message: str, now: datetime) -> bool:
-    """`failed`; a start that moved its disk stops instead: the original is where it was."""
+    """`failed`; a start from a kept disk (on its host, without GPUs, or moving it) stops
+    instead: the disk is where it was, never lost with a failed instance."""
     row = fenced(session, claim)
     if row is None:
         return False
-    if row.move_from is not None:
+    if row.disk_host is not None:
         row.desired = "stopped"
-        said = f"the move failed ({message}); its disk stays on {row.move_from}"
+        what = "the move" if row.move_from is not None else "the start"
+        said = f"{what} failed ({message}); its disk stays on {row.disk_host}"
         switch_status(session, row, S.STOPPING, now, said)
         return True
     switch_status(session, row, S.FAILED, now, message)

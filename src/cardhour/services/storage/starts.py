@@ -85,13 +85,12 @@ def choices(session: Session, catalog: Catalog, row: InstanceRow) -> StartChoice
     disks = volume_store.kept_disks_of(session, row.id)
     size = disks[0].size_gb if disks else None
     view = fleet.load(session, catalog)
-    engine = Scheduler("bestfit")
+    engine, shapes = Scheduler("bestfit"), placement.node_shapes(view.state)
 
     def fits(node: str) -> bool:
         request = placement.to_request(
-            placement.node_shapes(view.state), row.id, row.gpu_model, row.gpu_count, dc,
-            row.bare_metal, node,
-        )  # fmt: skip
+            shapes, row.id, row.gpu_model, row.gpu_count, dc, row.bare_metal, node
+        )
         if isinstance(request, Pending):
             return False
         return not isinstance(engine.place(view.state, request, look_ahead=False), Pending)
