@@ -9,14 +9,16 @@ terminate."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from cardhour.core.hosts import disk_ref
-from tests.agent.conftest import Hosts, wait_for
+from cardhour.runtime.podman import PodmanRuntime
+from tests.agent.conftest import HEARTBEAT, LOST_AFTER, Hosts, hosts_settings, wait_for
 from tests.agent.test_real_hosts import keypair, renter, settled
 from tests.agent.test_volumes_on_hosts import _run
-
-ADDRESSES = {"e": "127.0.1.55", "f": "127.0.1.56"}
+from tests.cli.test_cli import clean_env, start_server, stop_server
+from tests.console.browser import free_port
 
 
 def _launch(hosts: Hosts, user: dict[str, str], name: str) -> str:
@@ -27,21 +29,44 @@ def _launch(hosts: Hosts, user: dict[str, str], name: str) -> str:
     return str(running["nodes"][0])
 
 
-def test_a_start_whose_gpus_were_taken_offers_wait_no_gpu_and_move(
-    shared_hosts: Hosts, tmp_path: Path
-) -> None:
-    hosts = shared_hosts
-    for short, address in ADDRESSES.items():
+@dataclass
+class Keeper:
+    """A renter's instance `keeper` with a file in its disk, stopped: its disk kept on `home`."""
+
+    user: dict[str, str]
+    key: Path
+    ident: str
+    home: str
+
+
+def _stopped_keeper(hosts: Hosts, tmp_path: Path, addresses: dict[str, str]) -> Keeper:
+    """Join two hosts of one stand-in H100 each at `addresses`; launch `keeper`, write
+    /root/kept.txt in it, stop it."""
+    for short, address in addresses.items():
         hosts.join(short, address, gpus="H100:1")
     key, public = keypair(tmp_path, "renter")
     user = renter(hosts, public)
     r = hosts.call("POST", "/instances", user, json={"gpu": "H100", "name": "keeper"})
     assert r.status_code == 201, r.text
-    ident = r.json()["id"]
     _run(hosts, user, key, "keeper", "echo mine > /root/kept.txt")
     home = settled(hosts, user, "keeper", "running")["nodes"][0]
     assert hosts.call("POST", "/instances/keeper/stop", user).status_code == 200
     settled(hosts, user, "keeper", "stopped")
+    return Keeper(user, key, r.json()["id"], home)
+
+
+def _saving(hosts: Hosts) -> bool:
+    """Whether a disk is being saved into the shared path (its archive's `.part`)."""
+    copies = hosts.tmp / "shared" / "disk-copies"
+    return copies.is_dir() and any(copies.glob("*.part"))
+
+
+def test_a_start_whose_gpus_were_taken_offers_wait_no_gpu_and_move(
+    shared_hosts: Hosts, tmp_path: Path
+) -> None:
+    hosts = shared_hosts
+    keeper = _stopped_keeper(hosts, tmp_path, {"e": "127.0.1.55", "f": "127.0.1.56"})
+    user, key, ident, home = keeper.user, keeper.key, keeper.ident, keeper.home
     # both hosts' GPUs taken meanwhile
     others = {_launch(hosts, user, "taker-1"), _launch(hosts, user, "taker-2")}
     assert home in others and len(others) == 2
@@ -99,27 +124,16 @@ def test_a_move_cut_short_leaves_the_original_and_a_killed_agent_resumes_it(
     shared_hosts: Hosts, tmp_path: Path
 ) -> None:
     hosts = shared_hosts
-    for short, address in {"g": "127.0.1.57", "h": "127.0.1.58"}.items():
-        hosts.join(short, address, gpus="H100:1")
-    key, public = keypair(tmp_path, "renter")
-    user = renter(hosts, public)
-    r = hosts.call("POST", "/instances", user, json={"gpu": "H100", "name": "keeper"})
-    assert r.status_code == 201, r.text
-    ident = r.json()["id"]
-    _run(hosts, user, key, "keeper", "echo mine > /root/kept.txt")
-    home = settled(hosts, user, "keeper", "running")["nodes"][0]
+    addresses = {"g": "127.0.1.57", "h": "127.0.1.58"}
+    keeper = _stopped_keeper(hosts, tmp_path, addresses)
+    user, key, ident, home = keeper.user, keeper.key, keeper.ident, keeper.home
     home_short = home.removeprefix(f"{hosts.prefix}-")
-    assert hosts.call("POST", "/instances/keeper/stop", user).status_code == 200
-    settled(hosts, user, "keeper", "stopped")
     copies = tmp_path / "shared" / "disk-copies"
-
-    def saving() -> bool:
-        return any(p.name.endswith(".part") for p in copies.glob("*")) if copies.is_dir() else False
 
     # a stop while its disk is being saved: back to stopped with the disk where it was
     r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "move"})
     assert r.status_code == 200, r.text
-    wait_for(saving, 60, "the save to begin")
+    wait_for(lambda: _saving(hosts), 60, "the save to begin")
     assert hosts.call("POST", "/instances/keeper/stop", user).status_code == 200
     settled(hosts, user, "keeper", "stopped")
     choices = hosts.call("GET", "/instances/keeper/start-choices", user).json()
@@ -130,10 +144,53 @@ def test_a_move_cut_short_leaves_the_original_and_a_killed_agent_resumes_it(
     # the source's agent killed while it saves: its next agent saves again, the move lands
     r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "move"})
     assert r.status_code == 200, r.text
-    wait_for(saving, 60, "the save to begin")
+    wait_for(lambda: _saving(hosts), 60, "the save to begin")
     hosts.kill(home_short)
-    hosts.start_agent(home_short, {"g": "127.0.1.57", "h": "127.0.1.58"}[home_short], "H100:1")
+    hosts.start_agent(home_short, addresses[home_short], "H100:1")
     assert _run(hosts, user, key, "keeper", "cat /root/kept.txt") == "mine\n"
     moved = settled(hosts, user, "keeper", "running")
     assert moved["nodes"] != [home]
     wait_for(lambda: hosts.runtime.image_labels(disk_ref(ident, home)) is None, 60, "original")
+
+
+def test_the_control_plane_killed_mid_copy_finishes_the_move_when_it_is_back(
+    database_url: str, tmp_path: Path, runtime: PodmanRuntime
+) -> None:
+    """`cardhour up` itself (a process) SIGKILLed while the disk is being saved: the agents go on
+    without it; the next `cardhour up` on the same database finishes the move, and the original
+    goes only then."""
+    settings = hosts_settings(tmp_path, database_url, shared=True)
+    port = free_port()
+    env = clean_env(
+        CARDHOUR_BACKEND="hosts",
+        CARDHOUR_DATABASE_URL=database_url,
+        CARDHOUR_FLEET_FILE=str(settings.fleet_file),
+        CARDHOUR_HOSTS__HEARTBEAT_SECONDS=str(HEARTBEAT),
+        CARDHOUR_HOSTS__LOST_AFTER_SECONDS=str(LOST_AFTER),
+        CARDHOUR_RECONCILERS__INTERVAL_SECONDS="0.2",
+        CARDHOUR_RECONCILERS__PROVISION_TIMEOUT_SECONDS="90",
+        CARDHOUR_MARKETPLACE__DEMO_APPS="false",
+        CARDHOUR_TRIAL_CREDIT="100.00",
+        CARDHOUR_ADMIN_PASSWORD="admin-password-1",
+    )
+    server = start_server(tmp_path, port=port, env=env)
+    hosts = Hosts(f"http://127.0.0.1:{port}", None, tmp_path, runtime)  # type: ignore[arg-type]
+    try:
+        login = {"email": "admin@cardhour.local", "password": "admin-password-1"}
+        r = hosts.call("POST", "/auth/login", json=login)
+        hosts.admin = {"Authorization": f"Bearer {r.json()['api_key']}"}
+        keeper = _stopped_keeper(hosts, tmp_path, {"i": "127.0.1.59", "j": "127.0.1.60"})
+        user, key, ident, home = keeper.user, keeper.key, keeper.ident, keeper.home
+        r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "move"})
+        assert r.status_code == 200, r.text
+        wait_for(lambda: _saving(hosts), 60, "the save")
+        server.proc.kill()
+        server.proc.wait(timeout=20)
+
+        server = start_server(tmp_path, port=port, env=env)
+        assert _run(hosts, user, key, "keeper", "cat /root/kept.txt") == "mine\n"
+        assert settled(hosts, user, "keeper", "running")["nodes"] != [home]
+        wait_for(lambda: hosts.runtime.image_labels(disk_ref(ident, home)) is None, 60, "original")
+    finally:
+        hosts.close()
+        stop_server(server.proc)

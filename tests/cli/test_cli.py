@@ -46,18 +46,22 @@ class Server:
     log: Path
 
 
-def start_server(tmp: Path, **settings: str) -> Server:
-    """`cardhour up --port 0` (plus `CARDHOUR_*` `settings`); returns once the banner names the
-    URL (at most 60 s)."""
+def start_server(
+    tmp: Path, port: int = 0, env: dict[str, str] | None = None, **settings: str
+) -> Server:
+    """`cardhour up --port PORT` (0: a free one) with its data in `tmp/data`, plus `CARDHOUR_*`
+    `settings` (or exactly the environment `env`); returns once the banner names the URL (at
+    most 60 s)."""
     log = tmp / "server.log"
-    env = clean_env(
-        CARDHOUR_SIM__PROVISION_SECONDS="1",
-        CARDHOUR_RECONCILERS__INTERVAL_SECONDS="0.2",
-        **settings,
-    )
-    with log.open("w") as err:
+    if env is None:
+        env = clean_env(
+            CARDHOUR_SIM__PROVISION_SECONDS="1",
+            CARDHOUR_RECONCILERS__INTERVAL_SECONDS="0.2",
+            **settings,
+        )
+    with log.open("a") as err:
         proc = subprocess.Popen(
-            [str(CARDHOUR), "up", "--port", "0", "--data-dir", str(tmp / "data")],
+            [str(CARDHOUR), "up", "--port", str(port), "--data-dir", str(tmp / "data")],
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
