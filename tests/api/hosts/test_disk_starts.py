@@ -100,3 +100,45 @@ def test_a_full_host_offers_the_choices_and_the_no_gpu_start_is_billed_per_hour(
         assert row is not None and row.billed_micros >= 100_000
         assert metering.usage_until(row, api.clock.now()) == row.usage_closed  # no card time
         assert ledger.verify(s).balanced
+
+
+def test_a_kept_disk_whose_owner_runs_out_of_money_goes_with_its_instance_after_retention(
+    hosts_api: HostsApi,
+) -> None:
+    api = hosts_api
+    agent = api.enrol("box", count=1, address="10.9.9.9")
+    api.settle()
+    user = api.signup()  # 10.00 CNY of trial credit
+    made = _running(api, user, "keeper")
+    api.settle()
+    agent.run_all()
+    api.settle()
+    assert api.client.post("/api/v1/instances/keeper/stop", headers=user).status_code == 200
+    api.settle()
+    [kept] = agent.report()["containers"]
+    agent.report([{"workload": kept["workload"], "state": "stopped", "disk_gb": 10240}])
+    api.settle()  # 10 TiB kept: 3.072 CNY an hour
+    api.settle(4 * 3600)
+    api.settle(60)
+    notices = [n["subject"] for n in api.client.get("/api/v1/notifications", headers=user).json()]
+    assert any(s.startswith("Top up to keep your volumes") for s in notices)
+    api.settle(14 * 86400)
+    api.settle(60)
+    assert _status(api, user, made["id"]) == "stopped"  # kept, and charged, 15 days
+    api.settle(86400)
+    api.settle(60)
+    shown = api.client.get(f"/api/v1/instances/{made['id']}", headers=user).json()
+    assert shown["status"] == "terminated"
+    assert shown["status_reason"].startswith("terminated after 15 days without money")
+    notices = [n["subject"] for n in api.client.get("/api/v1/notifications", headers=user).json()]
+    assert "Instance keeper was terminated" in notices
+    api.settle()
+    assert agent.report()["containers"] == []  # its host lets the disk go
+    with transaction(api.platform.sessions) as s:
+        row = s.get(InstanceRow, made["id"])
+        assert row is not None and row.disk_host is None
+        assert ledger.verify(s).balanced
+
+
+def _status(api: HostsApi, user: dict[str, str], ident: str) -> str:
+    return str(api.client.get(f"/api/v1/instances/{ident}", headers=user).json()["status"])

@@ -7,7 +7,9 @@ at once and another a day before the end; once the balance is positive again the
 kept for good (a notice says so). At the end of the period a volume is deleted, unless an
 instance that is not stopped still has it attached (it waits for that instance to stop, as the
 auto-stop of an owner without money does); one attached to a stopped instance is detached
-first. Every step is an event on the volume and a notification to its owner.
+first. A stopped instance's kept disk (a volume row of kind `disk`) goes the same way: at the
+end of the period the instance is terminated, and its disk with it. Every step is an event on
+the volume and a notification to its owner.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from sqlalchemy.orm import Session
 
 from cardhour.core.clock import as_utc
 from cardhour.core.states import InstanceStatus
-from cardhour.core.storage.volumes import ATTACHED, AVAILABLE
+from cardhour.core.storage.volumes import ATTACHED, AVAILABLE, DISK
 from cardhour.db.models import VolumeRow
 from cardhour.services.accounts import notifications
 from cardhour.services.billing import wallet
+from cardhour.services.compute.lifecycle import switch_status
 from cardhour.services.storage import charges
 from cardhour.services.storage.volumes import event, request_delete
 from cardhour.store.compute import instances as instance_store
@@ -124,6 +127,8 @@ def _expire(
     """The retention period is over: delete the volume (detached first from a stopped
     instance, whose row `locked` says this transaction holds); 0 while an instance that still
     runs holds it, or one this pass did not lock (attached since: the next pass)."""
+    if row.kind == DISK:
+        return _expire_disk(session, owner_id, row, now, retention, locked)
     if row.state == ATTACHED and row.instance_id is not None:
         if row.instance_id not in locked:
             return 0
@@ -139,5 +144,32 @@ def _expire(
         session, [owner_id], f"Volume {row.name} was deleted",
         f"Volume {row.name} and its data were {why} (your balance stayed at or below zero).",
         now,
+    )  # fmt: skip
+    return 1
+
+
+def _expire_disk(
+    session: Session,
+    owner_id: str,
+    row: VolumeRow,
+    now: datetime,
+    retention: timedelta,
+    locked: set[str],
+) -> int:
+    """A stopped instance's kept disk whose retention period is over: the instance is
+    terminated, and its disk with it (`lifecycle`, then the storage reconciler lets the host
+    remove it); 0 while a start took the instance back, or this pass did not lock it."""
+    if row.instance_id not in locked:
+        return 0
+    instance = instance_store.get_instance(session, row.instance_id or "")
+    if instance is None or instance.status != InstanceStatus.STOPPED.value:
+        return 0
+    why = f"terminated after {retention.days} days without money: its kept disk is deleted"
+    instance.desired = "terminated"
+    switch_status(session, instance, InstanceStatus.TERMINATED, now, why)
+    notifications.notify(
+        session, [owner_id], f"Instance {instance.name} was terminated",
+        f"Instance {instance.name} was stopped with its disk kept, and your balance stayed at "
+        f"or below zero for {retention.days} days: it was {why}.", now,
     )  # fmt: skip
     return 1

@@ -114,15 +114,16 @@ def events_of(session: Session, volume_id: str) -> list[VolumeEventRow]:
 
 
 def live_owners(session: Session) -> list[str]:
-    """The owners of volumes that are not being deleted."""
-    stmt = select(VolumeRow.owner_id).where(VolumeRow.state.in_((AVAILABLE, ATTACHED)))
+    """The owners of volumes that are not being deleted, and of kept disks."""
+    stmt = select(VolumeRow.owner_id).where(VolumeRow.state.in_((AVAILABLE, ATTACHED, KEPT)))
     return sorted(set(session.scalars(stmt.distinct())))
 
 
 def live_of(session: Session, owner_id: str, lock: bool = False) -> list[VolumeRow]:
-    """The owner's volumes that are not being deleted, in id order (the lock order)."""
+    """The owner's volumes that are not being deleted and kept disks, in id order (the lock
+    order)."""
     stmt = select(VolumeRow).where(
-        VolumeRow.owner_id == owner_id, VolumeRow.state.in_((AVAILABLE, ATTACHED))
+        VolumeRow.owner_id == owner_id, VolumeRow.state.in_((AVAILABLE, ATTACHED, KEPT))
     )
     return list(session.scalars(_locked(stmt, lock).order_by(VolumeRow.id)))
 
