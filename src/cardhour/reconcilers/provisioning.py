@@ -116,8 +116,8 @@ class ProvisioningReconciler(Reconciler):
             else:
                 self.backend.terminate(claim.external_name)
             polled = self.backend.poll(claim.external_name)
-            if polled.state != MachineState.GONE:
-                self._release(claim)
+            if polled.state != MachineState.GONE:  # the backend's why, if it says one
+                self._release(claim, polled.message)
                 return False
             host, size = polled.connection.get("disk_host"), polled.connection.get("disk_gb")
             disk = (str(host), int(size or 1)) if host else None
@@ -165,9 +165,9 @@ class ProvisioningReconciler(Reconciler):
         with transaction(self.sessions) as session:
             return provisioning.apply_failed(session, claim, message, self.clock.now())
 
-    def _release(self, claim: Claim) -> bool:
+    def _release(self, claim: Claim, why: str | None = None) -> bool:
         with transaction(self.sessions) as session:
-            return provisioning.release_lease(session, claim, self.clock.now())
+            return provisioning.release_lease(session, claim, self.clock.now(), why)
 
     def _remove_if_orphaned(self, claim: Claim) -> None:
         """Our lease was overtaken after we launched: terminate the workload unless the

@@ -142,3 +142,25 @@ def test_a_kept_disk_whose_owner_runs_out_of_money_goes_with_its_instance_after_
 
 def _status(api: HostsApi, user: dict[str, str], ident: str) -> str:
     return str(api.client.get(f"/api/v1/instances/{ident}", headers=user).json()["status"])
+
+
+def test_a_stop_whose_disk_cannot_be_kept_says_why_and_keeps_trying(hosts_api: HostsApi) -> None:
+    api = hosts_api
+    agent = api.enrol("box", count=1, address="10.9.9.9")
+    api.settle()
+    user = api.signup()
+    made = _running(api, user, "keeper")
+    api.settle()
+    agent.run_all()
+    api.settle()
+    assert api.client.post("/api/v1/instances/keeper/stop", headers=user).status_code == 200
+    api.settle()
+    [kept] = agent.report()["containers"]
+    full = "cannot keep its disk: no space left on device"
+    agent.report([{"workload": kept["workload"], "state": "pending", "error": full}])
+    api.settle(5)
+    shown = api.client.get(f"/api/v1/instances/{made['id']}", headers=user).json()
+    assert shown["status"] == "stopping" and shown["status_reason"] == f"stopping: {full}"
+    agent.report([{"workload": kept["workload"], "state": "stopped", "disk_gb": 1}])
+    api.settle(5)
+    assert _status(api, user, made["id"]) == "stopped"  # kept once the agent could

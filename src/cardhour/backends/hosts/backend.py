@@ -183,8 +183,9 @@ class HostsBackend(Backend, Probing):
                 return PollResult(MachineState.PROVISIONING)
             return PollResult(MachineState.GONE)
         if all(c.spec.get("stopped") for c in wanted):  # a stop keeping its disk
-            if not all(c.state == STOPPED for c in wanted):
-                return PollResult(MachineState.PROVISIONING)
+            if not all(c.state == STOPPED for c in wanted):  # the agent's why (a full disk)
+                said = "; ".join(str(c.report["error"]) for c in wanted if c.report.get("error"))
+                return PollResult(MachineState.PROVISIONING, message=said)
             size = wanted[0].report.get("disk_gb")  # none: there was no container to keep
             kept = {"disk_host": wanted[0].host, "disk_gb": size} if size else {}
             return PollResult(MachineState.GONE, kept)

@@ -163,11 +163,14 @@ def apply_released(
     return True
 
 
-def release_lease(session: Session, claim: Claim, now: datetime) -> bool:
-    """Still in progress: let a later pass pick it up again, after rows waiting longer."""
+def release_lease(session: Session, claim: Claim, now: datetime, why: str | None = None) -> bool:
+    """Still in progress: let a later pass pick it up again, after rows waiting longer. `why`:
+    what holds it up, as the backend said (its status reason until it moves on)."""
     row = fenced(session, claim)
     if row is None:
         return False
+    if why:
+        row.status_reason = f"{S(row.status)}: {why}"
     row.lease_token = None
     row.lease_expires_at = now  # claims go to never-claimed rows first, then oldest release
     session.flush()
