@@ -81,3 +81,29 @@ def test_a_kept_disk_runs_again_with_its_files_and_its_images_process(
         assert "cannot keep the disk" in str(exc)
     else:
         raise AssertionError("a commit of a removed container must fail")
+
+
+def test_a_deep_disk_is_flattened_into_one_layer_with_its_files_and_config(
+    runtime: PodmanRuntime, names: Names
+) -> None:
+    box = names()
+    disk = f"localhost/cardhour-disk/t{uuid.uuid4().hex[:10]}:latest"
+    try:
+        runtime.run(ContainerSpec(name=box, image=PYTORCH, labels={LABEL_HOST: "squash-host"}))
+        code, _ = runtime.exec(box, ["sh", "-c", "echo kept > /root/work.txt"])
+        assert code == 0
+        runtime.stop(box)
+        runtime.commit(box, disk)
+        runtime.remove(box)
+        deep = runtime.image_layers(disk)
+        assert deep is not None and deep > 1
+        config = runtime.image_config(disk)
+        runtime.squash(disk)
+        assert runtime.image_layers(disk) == 1
+        assert runtime.image_config(disk) == config
+        assert (runtime.image_labels(disk) or {}).get(LABEL_HOST) == "squash-host"
+        assert runtime.run_once(disk, ["cat", "/root/work.txt"]) == (0, "kept\n")
+        assert runtime.image_layers("localhost/cardhour-disk/none:here") is None
+    finally:
+        runtime.remove(box)
+        runtime.remove_image(disk)

@@ -20,6 +20,9 @@ from cardhour.runtime.base import ContainerRuntime, ContainerStatus, RuntimeFail
 
 log = logging.getLogger("cardhour.agent")
 GIB = 1024**3
+#: a kept disk deeper than this is flattened when kept (each stop adds a layer; overlay
+#: mounts at most ~125 of them)
+MAX_LAYERS = 64
 
 
 def keep(
@@ -39,6 +42,9 @@ def keep(
                 runtime.stop(box)
                 runtime.commit(box, disk)
                 log.info("kept the disk of %s as %s", box, disk)
+                if (runtime.image_layers(disk) or 0) > MAX_LAYERS:  # a layer per stop
+                    runtime.squash(disk)
+                    log.info("flattened the disk %s into one layer", disk)
             remove(box)
         size = runtime.image_size(disk) if disk else None
     except RuntimeFailure as exc:

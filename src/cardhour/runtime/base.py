@@ -145,6 +145,15 @@ class ContainerRuntime(ABC):
         carry all of `labels` (a commit keeps the container's labels)."""
 
     @abstractmethod
+    def image_layers(self, ref: str) -> int | None:
+        """How many layers image `ref` has; None when it is not here."""
+
+    @abstractmethod
+    def squash(self, ref: str) -> None:
+        """Make image `ref` one layer (its files and config as they are), under the same
+        name; the deep one it replaces is removed."""
+
+    @abstractmethod
     def tag(self, ref: str, new_ref: str) -> None:
         """Give image `ref` the name `new_ref` too. RuntimeFailure when `ref` is not here."""
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from cardhour.runtime.base import ImageUnavailable, RuntimeFailure
 from cardhour.runtime.engine_cli import build_failure, last_line
@@ -79,6 +81,24 @@ class PodmanImages:
         text = result.stderr.lower()
         if result.returncode != 0 and not any(w in text for w in ("not known", "no such image")):
             raise RuntimeFailure(last_line(result.stderr))
+
+    def image_layers(self, ref: str) -> int | None:
+        result = self._call(["image", "inspect", "--format", "{{len .RootFS.Layers}}", ref])
+        if result.returncode != 0:
+            return None
+        return int(result.stdout.strip() or 0)
+
+    def squash(self, ref: str) -> None:
+        """`build --squash-all` of `FROM ref`, offline: one layer, the config kept."""
+        old = self._call(["image", "inspect", "--format", "{{.Id}}", ref]).stdout.strip()
+        with tempfile.TemporaryDirectory(prefix="cardhour-squash-") as context:
+            Path(context, "Containerfile").write_text(f"FROM {ref}\n", encoding="utf-8")
+            argv = ["build", "--quiet", *self.build_flags, "--squash-all", "--network=none"]
+            result = self._call([*argv, "-t", ref, context], timeout=max(self.call_timeout, 3600))
+        if result.returncode != 0:
+            raise RuntimeFailure(f"cannot flatten {ref}: {build_failure(result.stderr)}")
+        if old:
+            self._call(["rmi", old])  # the deep one, unless something still uses it
 
     def tag(self, ref: str, new_ref: str) -> None:
         result = self._call(["tag", ref, new_ref])
