@@ -28,7 +28,8 @@ from cardhour.runtime.base import LABEL_HOST
 from cardhour.runtime.cdi import DEFAULT_FOLDER, remove_standin_spec, standin_kind
 from cardhour.runtime.podman import PodmanRuntime
 from cardhour.settings import Settings, default_fleet_text
-from tests.console.browser import live_server
+from tests.cli.test_cli import Server, clean_env, start_server, stop_server
+from tests.console.browser import free_port, live_server
 from tests.runtime.conftest import CONF, runtime  # noqa: F401 - the images, built once
 
 HEARTBEAT, LOST_AFTER = 1, 10  # generous: a loaded CI machine delays a heartbeat by seconds
@@ -213,3 +214,57 @@ def control_plane(
             yield found
         finally:
             found.close()
+
+
+@dataclass
+class HostsProcess:
+    """`hosts` whose control plane is a `cardhour up` process (bj1 with a shared storage path),
+    so a test can kill it for real (`kill_and_restart`: SIGKILL, then a new one on the same
+    port, database and data folder)."""
+
+    hosts: Hosts
+    server: Server
+    port: int
+    env: dict[str, str]
+
+    def kill_and_restart(self) -> None:
+        self.server.proc.kill()
+        self.server.proc.wait(timeout=20)
+        self.server = start_server(self.hosts.tmp, port=self.port, env=self.env)
+
+
+@pytest.fixture
+def hosts_process(
+    database_url: str,
+    tmp_path: Path,
+    runtime: PodmanRuntime,  # noqa: F811
+) -> Iterator[HostsProcess]:
+    settings = hosts_settings(tmp_path, database_url, shared=True)
+    port, password = free_port(), "admin-password-1"
+    env = clean_env(
+        CARDHOUR_BACKEND="hosts",
+        CARDHOUR_DATABASE_URL=database_url,
+        CARDHOUR_FLEET_FILE=str(settings.fleet_file),
+        CARDHOUR_HOSTS__HEARTBEAT_SECONDS=str(HEARTBEAT),
+        CARDHOUR_HOSTS__LOST_AFTER_SECONDS=str(LOST_AFTER),
+        CARDHOUR_RECONCILERS__INTERVAL_SECONDS="0.2",
+        CARDHOUR_RECONCILERS__PROVISION_TIMEOUT_SECONDS="90",
+        CARDHOUR_MARKETPLACE__DEMO_APPS="false",
+        CARDHOUR_TRIAL_CREDIT="100.00",
+        CARDHOUR_ADMIN_PASSWORD=password,
+    )
+    found = HostsProcess(
+        Hosts(f"http://127.0.0.1:{port}", None, tmp_path, runtime),  # type: ignore[arg-type]
+        start_server(tmp_path, port=port, env=env),
+        port,
+        env,
+    )
+    try:
+        login = {"email": settings.admin_email, "password": password}
+        r = found.hosts.call("POST", "/auth/login", json=login)
+        assert r.status_code == 200, r.text
+        found.hosts.admin = {"Authorization": f"Bearer {r.json()['api_key']}"}
+        yield found
+    finally:
+        found.hosts.close()
+        stop_server(found.server.proc)

@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cardhour.core.hosts import disk_ref
-from cardhour.runtime.podman import PodmanRuntime
-from tests.agent.conftest import HEARTBEAT, LOST_AFTER, Hosts, hosts_settings, wait_for
+from tests.agent.conftest import Hosts, HostsProcess, wait_for
 from tests.agent.test_real_hosts import keypair, renter, settled
 from tests.agent.test_volumes_on_hosts import _run
-from tests.cli.test_cli import clean_env, start_server, stop_server
-from tests.console.browser import free_port
 
 
 def _launch(hosts: Hosts, user: dict[str, str], name: str) -> str:
@@ -154,43 +151,18 @@ def test_a_move_cut_short_leaves_the_original_and_a_killed_agent_resumes_it(
 
 
 def test_the_control_plane_killed_mid_copy_finishes_the_move_when_it_is_back(
-    database_url: str, tmp_path: Path, runtime: PodmanRuntime
+    hosts_process: HostsProcess, tmp_path: Path
 ) -> None:
     """`cardhour up` itself (a process) SIGKILLed while the disk is being saved: the agents go on
     without it; the next `cardhour up` on the same database finishes the move, and the original
     goes only then."""
-    settings = hosts_settings(tmp_path, database_url, shared=True)
-    port = free_port()
-    env = clean_env(
-        CARDHOUR_BACKEND="hosts",
-        CARDHOUR_DATABASE_URL=database_url,
-        CARDHOUR_FLEET_FILE=str(settings.fleet_file),
-        CARDHOUR_HOSTS__HEARTBEAT_SECONDS=str(HEARTBEAT),
-        CARDHOUR_HOSTS__LOST_AFTER_SECONDS=str(LOST_AFTER),
-        CARDHOUR_RECONCILERS__INTERVAL_SECONDS="0.2",
-        CARDHOUR_RECONCILERS__PROVISION_TIMEOUT_SECONDS="90",
-        CARDHOUR_MARKETPLACE__DEMO_APPS="false",
-        CARDHOUR_TRIAL_CREDIT="100.00",
-        CARDHOUR_ADMIN_PASSWORD="admin-password-1",
-    )
-    server = start_server(tmp_path, port=port, env=env)
-    hosts = Hosts(f"http://127.0.0.1:{port}", None, tmp_path, runtime)  # type: ignore[arg-type]
-    try:
-        login = {"email": "admin@cardhour.local", "password": "admin-password-1"}
-        r = hosts.call("POST", "/auth/login", json=login)
-        hosts.admin = {"Authorization": f"Bearer {r.json()['api_key']}"}
-        keeper = _stopped_keeper(hosts, tmp_path, {"i": "127.0.1.59", "j": "127.0.1.60"})
-        user, key, ident, home = keeper.user, keeper.key, keeper.ident, keeper.home
-        r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "move"})
-        assert r.status_code == 200, r.text
-        wait_for(lambda: _saving(hosts), 60, "the save")
-        server.proc.kill()
-        server.proc.wait(timeout=20)
-
-        server = start_server(tmp_path, port=port, env=env)
-        assert _run(hosts, user, key, "keeper", "cat /root/kept.txt") == "mine\n"
-        assert settled(hosts, user, "keeper", "running")["nodes"] != [home]
-        wait_for(lambda: hosts.runtime.image_labels(disk_ref(ident, home)) is None, 60, "original")
-    finally:
-        hosts.close()
-        stop_server(server.proc)
+    hosts = hosts_process.hosts
+    keeper = _stopped_keeper(hosts, tmp_path, {"i": "127.0.1.59", "j": "127.0.1.60"})
+    user, key, ident, home = keeper.user, keeper.key, keeper.ident, keeper.home
+    r = hosts.call("POST", "/instances/keeper/start", user, json={"mode": "move"})
+    assert r.status_code == 200, r.text
+    wait_for(lambda: _saving(hosts), 60, "the save")
+    hosts_process.kill_and_restart()
+    assert _run(hosts, user, key, "keeper", "cat /root/kept.txt") == "mine\n"
+    assert settled(hosts, user, "keeper", "running")["nodes"] != [home]
+    wait_for(lambda: hosts.runtime.image_labels(disk_ref(ident, home)) is None, 60, "original")

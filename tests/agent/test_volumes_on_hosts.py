@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cardhour.core.hosts import disk_ref
-from tests.agent.conftest import Hosts, wait_for
+from tests.agent.conftest import Hosts, HostsProcess, wait_for
 from tests.agent.test_real_hosts import keypair, renter, settled, ssh
 
 ADDRESSES = {"a": "127.0.1.51", "b": "127.0.1.52"}
@@ -138,3 +138,33 @@ def test_a_stop_keeps_the_containers_disk_and_the_start_finds_it(
     assert hosts.call("DELETE", "/instances/keeper", user).status_code == 200
     settled(hosts, user, ident, "terminated")
     wait_for(lambda: hosts.runtime.image_labels(disk) is None, 60, "the disk let go")
+
+
+def test_the_control_plane_killed_mid_attach_and_mid_detach_loses_no_volume(
+    hosts_process: HostsProcess, tmp_path: Path
+) -> None:
+    """`cardhour up` SIGKILLed right after a launch attached a volume (before any host mounted
+    it), and again right after the instance's delete (before its host let the volume go): the
+    next one brings the instance up with the volume, and a later instance finds the file."""
+    hosts = hosts_process.hosts
+    hosts.join("k", "127.0.1.61")
+    key, public = keypair(tmp_path, "renter")
+    user = renter(hosts, public)
+    body = {"name": "data", "size": "1G", "data_centre": "bj1"}
+    assert hosts.call("POST", "/volumes", user, json=body).status_code == 201
+    r = hosts.call(
+        "POST", "/instances", user, json={"gpu": "H100", "name": "a", "volumes": ["data:/data"]}
+    )
+    assert r.status_code == 201, r.text
+    hosts_process.kill_and_restart()
+    _run(hosts, user, key, "a", "echo kept > /data/hello.txt")
+    assert _volume(hosts, user, "data")["state"] == "attached"
+
+    assert hosts.call("DELETE", "/instances/a", user).status_code == 200
+    hosts_process.kill_and_restart()
+    wait_for(lambda: _volume(hosts, user, "data")["state"] == "available", 60, "detached")
+    r = hosts.call(
+        "POST", "/instances", user, json={"gpu": "H100", "name": "b", "volumes": ["data:/data"]}
+    )
+    assert r.status_code == 201, r.text
+    assert _run(hosts, user, key, "b", "cat /data/hello.txt") == "kept\n"
