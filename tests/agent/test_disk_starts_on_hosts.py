@@ -146,7 +146,9 @@ def test_a_move_cut_short_leaves_the_original_and_a_killed_agent_resumes_it(
     hosts.start_agent(home_short, addresses[home_short], "H100:1")
     assert _run(hosts, user, key, "keeper", "cat /root/kept.txt") == "mine\n"
     moved = settled(hosts, user, "keeper", "running")
-    assert moved["nodes"] != [home]
+    assert moved["nodes"] != [home], "\n".join(
+        f"{e['to_status']}: {e['reason']}" for e in moved["events"]
+    )
     wait_for(lambda: hosts.runtime.image_labels(disk_ref(ident, home)) is None, 60, "original")
 
 

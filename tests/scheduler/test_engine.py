@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from cardhour.scheduler.engine import Scheduler
+from cardhour.scheduler.frag import TypicalWorkload
 from cardhour.scheduler.request import Binding, Pending, Placement, Request
 from cardhour.scheduler.state import FleetState, NodeInfo
 from tests.scheduler.factories import (
@@ -489,3 +490,26 @@ def test_assume_refuses_two_bindings_on_one_node_and_forget_what_is_not_held() -
     with pytest.raises(ValueError, match="not held"):
         state.forget(Placement("q", (Binding(0, (0,), 500, 500, 0),)))
     assert_unchanged(state, before)
+
+
+@pytest.mark.parametrize("policy", ["cardhour", "fgd", "fgd-keep-whole"])
+@pytest.mark.parametrize("target", ["a", "b", "c"])
+def test_a_request_pinned_to_a_node_goes_there_whatever_the_compiled_table_prefers(
+    policy: str, target: str
+) -> None:
+    """The FGD policies decide containers from a compiled table of shapes; a request pinned to
+    a node (where its volume or kept disk is) must still land only there, whichever node FGD
+    itself would choose."""
+    state = make_state(make_node("a"), make_node("b"), make_node("c"))
+    set_free(state, 0, [1000] * 7 + [0])
+    set_free(state, 1, [1000] * 4 + [0] * 4)
+    seen = [Request("s1", cpu_milli=1000, num_gpu=1, gpu_milli=1000)] * 3
+    seen += [Request("s4", cpu_milli=1000, num_gpu=4, gpu_milli=1000)] * 2
+    typical = TypicalWorkload.from_requests(seen)
+    assert typical.weight is not None  # the compiled table decides
+    scheduler = Scheduler(policy, typical)
+    for rid in ("p", "q"):
+        req = Request(rid, cpu_milli=1000, num_gpu=1, gpu_milli=1000, node=target)
+        decision = scheduler.bind(state, req)
+        assert isinstance(decision, Placement), decision
+        assert [state.names[b.node] for b in decision.bindings] == [target]

@@ -102,7 +102,10 @@ class Scheduler:
         it fits is the same answer, without drawing from this engine's randomness)."""
         ctx = self.context(state)
         kind = req.kind
-        table = self.table(state) if kind in (Kind.CPU, Kind.SHARE, Kind.GPUS) else None
+        # the compiled table knows shapes, not nodes: a request pinned to one node (where its
+        # data is) is decided by the filters and plugins
+        compiled = kind in (Kind.CPU, Kind.SHARE, Kind.GPUS) and req.node is None
+        table = self.table(state) if compiled else None
         if table is not None:
             how = self.profile.lookahead if look_ahead else None
             if how is None:
