@@ -24,7 +24,7 @@ import yaml
 from cardhour.core.clock import SystemClock
 from cardhour.core.hosts import DISK_REPOSITORY
 from cardhour.platform import Platform
-from cardhour.runtime.base import LABEL_HOST
+from cardhour.runtime.base import LABEL_HOST, RuntimeFailure
 from cardhour.runtime.cdi import DEFAULT_FOLDER, remove_standin_spec, standin_kind
 from cardhour.runtime.podman import PodmanRuntime
 from cardhour.settings import Settings, default_fleet_text
@@ -136,7 +136,10 @@ class Hosts:
                 self.runtime.remove(name)
             for ref in self.runtime.images(DISK_REPOSITORY, {}):  # the disks its agent kept
                 if ref.endswith(f":{self.name(short)}"):
-                    self.runtime.remove_image(ref)
+                    try:
+                        self.runtime.remove_image(ref)
+                    except RuntimeFailure:  # an agent of another test removed it meanwhile
+                        pass
             remove_standin_spec(DEFAULT_FOLDER, standin_kind(self.name(short)))
         unmount_under(self.tmp)
 

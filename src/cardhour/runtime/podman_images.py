@@ -134,11 +134,13 @@ class PodmanImages:
         """The references (`repository/name:tag`) of the images here under `repository` that
         carry all of `labels` (a commit keeps the container's labels)."""
         filters = [a for k, v in sorted(labels.items()) for a in ("--filter", f"label={k}={v}")]
-        out = self._call(
-            ["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter",
-             f"reference={repository}/*", *filters]
-        )  # fmt: skip
-        if out.returncode != 0:
+        argv = ["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter",
+                f"reference={repository}/*", *filters]  # fmt: skip
+        for _ in range(3):  # an image removed while it is listed fails the listing: again
+            out = self._call(argv)
+            if out.returncode == 0:
+                break
+        else:
             raise RuntimeFailure(last_line(out.stderr))
         prefix = f"{repository}/"
         return sorted({line for line in out.stdout.split() if line.startswith(prefix)})
