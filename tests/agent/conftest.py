@@ -5,6 +5,7 @@ the agents, their containers (by host label) and their stand-in CDI specs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -136,10 +137,9 @@ class Hosts:
                 self.runtime.remove(name)
             for ref in self.runtime.images(DISK_REPOSITORY, {}):  # the disks its agent kept
                 if ref.endswith(f":{self.name(short)}"):
-                    try:
+                    # an agent of another test may remove it meanwhile
+                    with contextlib.suppress(RuntimeFailure):
                         self.runtime.remove_image(ref)
-                    except RuntimeFailure:  # an agent of another test removed it meanwhile
-                        pass
             remove_standin_spec(DEFAULT_FOLDER, standin_kind(self.name(short)))
         unmount_under(self.tmp)
 
