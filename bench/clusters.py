@@ -46,7 +46,7 @@ from cardhour.db.models import InstanceRow, NodeRow
 from cardhour.platform import Platform
 from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import customers, ledger
-from cardhour.services.compute import instances, readiness
+from cardhour.services.compute import instances, readiness, views
 from cardhour.services.compute.instances import LaunchRequest
 from cardhour.settings import Settings, default_fleet_text
 
@@ -128,7 +128,7 @@ def check(platform: Platform, instance_id: str, gate: bool) -> dict[str, Any]:
         row = s.get(InstanceRow, instance_id)
         assert row is not None
         stages = {st.name: st for st in readiness.stages_of(s, row)}
-        nodes = instances.nodes_of(s, row)
+        nodes = views.nodes_of(s, row)
         leaves = {n.ib_leaf for n in s.query(NodeRow) if n.id in set(nodes)}
         free_per_leaf: dict[str, int] = {}
         for node in s.query(NodeRow):

@@ -116,7 +116,7 @@ class Converger:
             del self.failed[name]
         if self.volumes is not None:  # what no wanted container mounts any more
             self.volumes.release(volume_tasks.in_use(list(want.values())))
-        reports = [*kept, *disk_copies.run_tasks(self.copies, self.volumes, tasks)]
+        reports = [*kept, *disk_copies.run_tasks(self.copies, self.volumes, tasks, desired)]
         settled &= all(r["state"] != RUNNING for r in reports)  # a disk being saved for a move
         for name, spec in want.items():
             try:

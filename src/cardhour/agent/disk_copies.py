@@ -37,12 +37,15 @@ def move_ref(archive: str) -> str:
 
 
 def run_tasks(
-    copies: DiskCopies | None, volumes: Volumes | None, tasks: list[dict[str, Any]]
+    copies: DiskCopies | None,
+    volumes: Volumes | None,
+    tasks: list[dict[str, Any]],
+    desired: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     """Do this pass's wanted tasks, `EXPORT_TASK`s and the volumes' (`agent.volumes.run_task`):
-    their reports."""
+    their reports. `desired`: every spec wanted here this pass."""
     if copies is not None:
-        copies.wanted(tasks)
+        copies.wanted(tasks, desired)
     return [
         copies.export(task)
         if task.get("kind") == EXPORT_TASK and copies is not None
@@ -62,6 +65,7 @@ class DiskCopies:
         #: which must not be saved again (an agent restarted in between does save it again)
         self._saved: set[str] = set()
         self._wanted: set[str] = set()  # the archives of the export tasks wanted now
+        self._disks: set[str] = set()  # the disks the specs wanted now name
 
     def export(self, task: dict[str, Any]) -> dict[str, Any]:
         """Report on a wanted `EXPORT_TASK` as a container would: `running` while its disk is
@@ -87,10 +91,12 @@ class DiskCopies:
         part = Path(f"{archive}.part")
         return report | {"state": RUNNING, "bytes": part.stat().st_size if part.exists() else 0}
 
-    def wanted(self, tasks: list[dict[str, Any]]) -> None:
-        """The tasks wanted on this pass. A saved archive whose task is gone is removed (the
-        move was given up before its load; a loaded one is gone already) and forgotten."""
+    def wanted(self, tasks: list[dict[str, Any]], desired: list[dict[str, Any]]) -> None:
+        """The tasks and specs wanted on this pass. A saved archive whose task is gone is
+        removed (the move was given up before its load; a loaded one is gone already) and
+        forgotten."""
         self._wanted = {str(t.get("archive")) for t in tasks if t.get("kind") == EXPORT_TASK}
+        self._disks = {str(s["disk"]) for s in desired if s.get("disk")}
         for archive in self._saved - self._wanted:
             Path(archive).unlink(missing_ok=True)
         self._saved &= self._wanted
@@ -132,20 +138,25 @@ class DiskCopies:
         self.runtime.tag(image, name)
         try:
             self.runtime.save(name, part)
-            os.replace(part, archive)
-            if archive not in self._wanted:  # the move was given up while it was saved
-                Path(archive).unlink()
-                return
-            self._saved.add(archive)
-            log.info("saved the disk %s to %s for its move", image, archive)
         finally:
             self.runtime.remove_image(name)  # the name only: the disk keeps its own
+        os.replace(part, archive)
+        if archive not in self._wanted:  # the move was given up while it was saved
+            Path(archive).unlink()
+            return
+        self._saved.add(archive)
+        log.info("saved the disk %s to %s for its move", image, archive)
 
     def _load(self, archive: str, disk: str) -> None:
+        """On the pool's thread: the disk named `disk` here, from `archive` (then removed);
+        not kept when no spec wants it any more (the move was given up meanwhile)."""
         loaded = self.runtime.load(archive)
         try:
             self.runtime.tag(loaded, disk)
         finally:
             self.runtime.remove_image(loaded)  # the move's name only
         Path(archive).unlink(missing_ok=True)
+        if disk not in self._disks:
+            self.runtime.remove_image(disk)
+            return
         log.info("loaded the disk %s from %s", disk, archive)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cardhour.core.hosts import DISK_REPOSITORY, PENDING, STOPPED
@@ -23,6 +24,8 @@ GIB = 1024**3
 #: a kept disk deeper than this is flattened when kept (each stop adds a layer; overlay
 #: mounts at most ~125 of them)
 MAX_LAYERS = 64
+#: flattens run one at a time, off the converge pass (minutes for a large disk)
+_FLATTEN = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disk-flatten")
 
 
 def keep(
@@ -43,8 +46,7 @@ def keep(
                 runtime.commit(box, disk)
                 log.info("kept the disk of %s as %s", box, disk)
                 if (runtime.image_layers(disk) or 0) > MAX_LAYERS:  # a layer per stop
-                    runtime.squash(disk)
-                    log.info("flattened the disk %s into one layer", disk)
+                    _FLATTEN.submit(_flatten, runtime, disk)
             remove(box)
         size = runtime.image_size(disk) if disk else None
     except RuntimeFailure as exc:
@@ -53,6 +55,16 @@ def keep(
     if size is not None:  # what is billed while it is stopped: whole GiB, rounded up
         report["disk_gb"] = max(1, -(-size // GIB))
     return report
+
+
+def _flatten(runtime: ContainerRuntime, disk: str) -> None:
+    """On `_FLATTEN`'s thread: best effort (a failure leaves the deep disk, flattened at a
+    later stop; a start or stop meanwhile is never held up, and its commit wins)."""
+    try:
+        runtime.squash(disk)
+        log.info("flattened the disk %s into one layer", disk)
+    except RuntimeFailure as exc:
+        log.warning("cannot flatten the disk %s now: %s", disk, exc)
 
 
 def source(runtime: ContainerRuntime, spec: dict[str, Any]) -> tuple[str, str | None]:

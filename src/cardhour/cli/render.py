@@ -26,6 +26,13 @@ def status_text(status: str) -> str:
     return f"[{style}]{escape(status)}[/]"
 
 
+def gpus_text(i: InstanceRead) -> str:
+    """Its GPUs, or that it runs without any (to reach its kept disk, priced per hour)."""
+    if i.no_gpu:
+        return f"no GPU (CPU only, {i.price_per_card_hour} {i.currency}/hour)"
+    return f"{i.count} × {i.gpu}"
+
+
 def when(at: datetime) -> str:
     return at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
@@ -40,7 +47,7 @@ def instance_table(instances: list[InstanceRead]) -> Table:
         table.add_row(
             escape(i.name),
             status_text(i.status),
-            escape(f"{i.count} × {i.gpu}"),
+            escape(gpus_text(i)),
             escape(i.data_centre or "-"),
             f"{i.price_per_card_hour} {i.currency}",
             f"{i.cost_so_far} {i.currency}",
@@ -61,7 +68,7 @@ def instance_detail(i: InstanceRead) -> Table:
         ("name", escape(i.name)),
         ("id", escape(i.id)),
         ("status", status),
-        ("gpus", escape(f"{i.count} × {i.gpu}")),
+        ("gpus", escape(gpus_text(i))),
         ("image", escape(i.image)),
         *_workload_rows(i),
         ("plan", escape(_plan_text(i))),

@@ -122,9 +122,12 @@ class ProvisioningReconciler(Reconciler):
             host, size = polled.connection.get("disk_host"), polled.connection.get("disk_gb")
             disk = (str(host), int(size or 1)) if host else None
             with transaction(self.sessions) as session:
-                return provisioning.apply_released(
+                released = provisioning.apply_released(
                     session, claim, self.clock.now(), disk, self.catalog
                 )
+            if released and disk is not None:  # its disk is this one: any older copy goes
+                self.backend.started(claim.external_name)
+            return released
         self.backend.launch(launch_spec(claim, self.catalog))
         polled = self.backend.poll(claim.external_name)
         if polled.state in (MachineState.FAILED, MachineState.GONE):

@@ -151,7 +151,8 @@ class ContainerRuntime(ABC):
     @abstractmethod
     def squash(self, ref: str) -> None:
         """Make image `ref` one layer (its files and config as they are), under the same
-        name; the deep one it replaces is removed."""
+        name; the deep one it replaces is removed. RuntimeFailure (`ref` left as it is) when
+        it fails or `ref` was made anew meanwhile."""
 
     @abstractmethod
     def tag(self, ref: str, new_ref: str) -> None:

@@ -89,16 +89,26 @@ class PodmanImages:
         return int(result.stdout.strip() or 0)
 
     def squash(self, ref: str) -> None:
-        """`build --squash-all` of `FROM ref`, offline: one layer, the config kept."""
+        """`build --squash-all` of `FROM <its id>`, offline (one layer, the config kept), named
+        `ref` only if `ref` still names the image it was made from (a commit meanwhile wins)."""
         old = self._call(["image", "inspect", "--format", "{{.Id}}", ref]).stdout.strip()
+        if not old:
+            raise RuntimeFailure(f"cannot flatten {ref}: it is not here")
+        flat = f"localhost/cardhour-squash/{old[:12]}:latest"
         with tempfile.TemporaryDirectory(prefix="cardhour-squash-") as context:
-            Path(context, "Containerfile").write_text(f"FROM {ref}\n", encoding="utf-8")
+            Path(context, "Containerfile").write_text(f"FROM {old}\n", encoding="utf-8")
             argv = ["build", "--quiet", *self.build_flags, "--squash-all", "--network=none"]
-            result = self._call([*argv, "-t", ref, context], timeout=max(self.call_timeout, 3600))
+            result = self._call([*argv, "-t", flat, context], timeout=max(self.call_timeout, 3600))
         if result.returncode != 0:
             raise RuntimeFailure(f"cannot flatten {ref}: {build_failure(result.stderr)}")
-        if old:
+        now = self._call(["image", "inspect", "--format", "{{.Id}}", ref]).stdout.strip()
+        if now == old:
+            self.tag(flat, ref)
+        self.remove_image(flat)  # the name only, when `ref` has it
+        if now == old:
             self._call(["rmi", old])  # the deep one, unless something still uses it
+        else:
+            raise RuntimeFailure(f"{ref} changed while it was flattened: left as it is")
 
     def tag(self, ref: str, new_ref: str) -> None:
         result = self._call(["tag", ref, new_ref])

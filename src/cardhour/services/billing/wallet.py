@@ -34,6 +34,12 @@ _FAR = datetime.max.replace(tzinfo=UTC)
 NO_GPU = "no-gpu"
 
 
+def paid_as(row: Rated) -> str:
+    """What an instance's holds and charges draw as: its GPU model (credits tied to it, grant
+    hours for it); `NO_GPU` for a run without GPUs (neither)."""
+    return NO_GPU if row.no_gpu else row.gpu_model
+
+
 def usable(row: Account, gpu_model: str | None, now: datetime) -> bool:
     """Whether a credit account may pay for `gpu_model` (None: any use) at `now`."""
     if row.kind not in CREDIT_KINDS:
@@ -96,7 +102,7 @@ def spend_grants(book: Book, row: Rated, amount: int, id_base: str) -> int:
     from `platform:grants` to revenue (transfers `<id_base>:grant:<account id>` and
     `...:grantpay:...`). Returns the micros paid."""
     left = amount
-    for source in grant_sources(book, row.owner_id, row.gpu_model):
+    for source in grant_sources(book, row.owner_id, paid_as(row)):
         if left <= 0:
             break
         take = min(left, card_time_value(max(ledger.balance_of(source), 0), row.price_micros))
@@ -225,11 +231,11 @@ def place_hold(
     hold = book.row(key)
     need = amount.micros
     if usage_price:
-        need = max(need - grant_value(book, row.owner_id, row.gpu_model, usage_price), 0)
+        need = max(need - grant_value(book, row.owner_id, paid_as(row), usage_price), 0)
     draw(
         book,
         row.owner_id,
-        row.gpu_model,
+        paid_as(row),
         need,
         hold.key,
         f"hold:{row.id}:{hold.credits_posted}",
@@ -307,9 +313,8 @@ def charge(book: Book, row: Rated, amount: int, id_base: str, kind: str) -> None
     hold, then its owner's sources in spending order, cash taking what is left even below zero
     (usage already ran)."""
     revenue = ledger.platform_key("revenue")
-    model = NO_GPU if row.no_gpu else row.gpu_model
-    if not row.no_gpu:  # grant hours are GPU card-hours
-        amount -= spend_grants(book, row, amount, id_base)
+    model = paid_as(row)
+    amount -= spend_grants(book, row, amount, id_base)
     from_hold = min(amount, max(hold_balance(book, row), 0))
     if from_hold:
         book.transfer(

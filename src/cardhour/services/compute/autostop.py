@@ -57,14 +57,15 @@ def covers(book: Book, rows: Sequence[Rated], owed: dict[str, int], seconds: int
     left.update((k, book.balance(k)) for k in book.shared.get(owner_id, []))
     by_model: dict[str, list[Account]] = {}
     for row, need in zip(rows, needs, strict=True):
-        for grant in wallet.grant_sources(book, owner_id, row.gpu_model):
+        model = wallet.paid_as(row)  # a run without GPUs: no grant hours, no tied credits
+        for grant in wallet.grant_sources(book, owner_id, model):
             take = min(need, card_time_value(max(left[grant.key], 0), row.price_micros))
             left[grant.key] -= card_time_for(take, row.price_micros)
             need -= take
-        if row.gpu_model not in by_model:
-            by_model[row.gpu_model] = wallet.sources(book, row.owner_id, row.gpu_model)
+        if model not in by_model:
+            by_model[model] = wallet.sources(book, row.owner_id, model)
         hold = book.accounts.get(ledger.hold_key(row.owner_id, row.id))
-        for source in ([hold] if hold is not None else []) + by_model[row.gpu_model]:
+        for source in ([hold] if hold is not None else []) + by_model[model]:
             take = min(need, max(left[source.key], 0))
             left[source.key] -= take
             need -= take

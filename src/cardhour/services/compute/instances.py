@@ -6,7 +6,6 @@ changes go through `lifecycle.switch_status`.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -15,10 +14,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from cardhour.core import cluster
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
-from cardhour.core.cluster import ClusterNode
 from cardhour.core.errors import (
     Conflict,
     InsufficientBalance,
@@ -31,7 +28,7 @@ from cardhour.core.gpus import validate_gpu_count
 from cardhour.core.money import Money
 from cardhour.core.states import InstanceStatus, Plan
 from cardhour.core.storage import volumes as core_volumes
-from cardhour.db.models import AllocationRow, InstanceEventRow, InstanceRow, UserRow
+from cardhour.db.models import AllocationRow, InstanceRow, UserRow
 from cardhour.services.accounts import ssh_keys
 from cardhour.services.billing import metering, pricing, wallet
 from cardhour.services.compute import capacity, placement, workload
@@ -284,43 +281,6 @@ def allocations_of(session: Session, row: InstanceRow) -> list[AllocationRow]:
     return node_store.allocations_of(session, row.id)
 
 
-def nodes_of(
-    session: Session, row: InstanceRow, allocations: list[AllocationRow] | None = None
-) -> list[str]:
-    """The nodes the instance holds GPUs on now (empty when it holds none; a run without GPUs:
-    its host). `allocations`: `allocations_of`'s answer, where the caller has it."""
-    if row.no_gpu and row.node_order and S(row.status) in (S.PROVISIONING, S.RUNNING):
-        return list(json.loads(row.node_order))
-    if allocations is None:
-        allocations = allocations_of(session, row)
-    return sorted({a.node_id for a in allocations})
-
-
-def cluster_of(
-    session: Session, row: InstanceRow, allocations: list[AllocationRow] | None = None
-) -> list[ClusterNode]:
-    """The instance's nodes as a cluster (`core.cluster`), while it holds any; addresses from
-    the backend's connection details (`hosts`), else the node ids. `allocations`:
-    `allocations_of`'s answer, where the caller has it."""
-    if allocations is None:
-        allocations = allocations_of(session, row)
-    gpus_by_node: dict[str, list[int]] = {}
-    for alloc in allocations:
-        gpus_by_node.setdefault(alloc.node_id, []).append(alloc.gpu_index)
-    if not gpus_by_node:
-        return []
-    connection = json.loads(row.connection) if row.connection else {}
-    hosts = connection.get("hosts")
-    addresses = {str(k): str(v) for k, v in hosts.items()} if isinstance(hosts, dict) else {}
-    rails = {n.id: n.ib_rails for n in node_store.get_nodes(session, gpus_by_node)}
-    order = json.loads(row.node_order) if row.node_order else []
-    return cluster.layout(row.name, gpus_by_node, addresses, rails, order)
-
-
-def events_of(session: Session, row: InstanceRow) -> list[InstanceEventRow]:
-    return store.list_events(session, row.id)
-
-
 def stop(session: Session, user: UserRow, id_or_name: str, now: datetime) -> InstanceRow:
     row = get(session, user, id_or_name, lock=True)
     status = S(row.status)
@@ -361,6 +321,8 @@ def start(
     if status != S.STOPPED or row.desired == "terminated":
         raise InvalidTransition(f"instance {row.name} is {status}: only a stopped one can start")
     end_plan_if_over(session, row, now)
+    # before the hold (what it may draw on); a no-GPU run's price must not outlive it
+    was_no_gpu, row.no_gpu = row.no_gpu, no_gpu_price is not None
     if row.plan == Plan.MONTHLY.value and row.plan_until is None and row.quoted_price_micros:
         # stopped before its plan began: the 30 days are held again, at the launch's price
         plan_price = Money(row.quoted_price_micros, row.currency)
@@ -370,8 +332,9 @@ def start(
         _hold(session, row, no_gpu_price, "one hour without GPUs", now)
     else:
         price = pricing.dearest(pricing.history(session), row.gpu_model, now)
+        row.price_micros = price.micros if was_no_gpu else row.price_micros
         _hold(session, row, price.times(row.gpu_count), "one hour of this instance", now, price)
-    row.desired, row.no_gpu, row.move_from = "running", no_gpu_price is not None, None
+    row.desired, row.move_from = "running", None
     reason = "start requested by user (GPUs are re-allocated)"
     if row.disk_host is not None:  # a stop kept its disk there: it starts there
         row.placement_host, row.placement_dc = row.disk_host, row.placement_dc or row.data_centre

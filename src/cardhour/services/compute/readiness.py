@@ -44,6 +44,7 @@ from cardhour.store.compute.instances import note
 
 MAX_ATTEMPTS = 3
 SWAPPED, PLACED_AGAIN, FAILED = "swapped", "placed_again", "failed"
+STOPPED = "stopped"  # a run without GPUs whose host was lost
 
 
 class Raced(Exception):
@@ -131,6 +132,11 @@ def replace_nodes(
     if row is None:
         return None
     said = _drain(session, bad, f"readiness gate of {row.name}")
+    if row.disk_host is not None:  # a start from its kept disk, pinned: it stops, disk kept
+        row.desired = "stopped"
+        why = f"readiness gate failed ({said}); its disk stays on {row.disk_host}"
+        switch_status(session, row, InstanceStatus.STOPPING, now, why)
+        return FAILED
     if failed_placements(session, row) >= MAX_ATTEMPTS:
         switch_status(session, row, InstanceStatus.FAILED, now, f"readiness gate failed ({said})")
         return FAILED
@@ -153,6 +159,14 @@ def repair_running(
     row = instance_store.get_instance(session, instance_id, lock=True)
     if row is None or row.status != InstanceStatus.RUNNING or row.external_name != external_name:
         return None
+    if row.no_gpu:  # nothing to replace: billing stops, its disk stays on that host
+        gone = sorted(set(lost) & set(json.loads(row.node_order or "[]")))
+        if not gone:
+            return None
+        row.desired = "stopped"
+        said = f"its host was lost ({lost[gone[0]]}): stopping; its disk stays on {gone[0]}"
+        switch_status(session, row, InstanceStatus.STOPPING, now, said)
+        return STOPPED
     held: dict[str, list[int]] = {}
     for alloc in node_store.allocations_of(session, row.id):
         held.setdefault(alloc.node_id, []).append(alloc.gpu_index)

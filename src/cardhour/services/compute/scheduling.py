@@ -131,6 +131,10 @@ def run_cycle(
     scheduler = Scheduler(scheduler.profile, typical_workload(session, shapes, window))
     for row in pending:
         if row.no_gpu and row.disk_host is not None:
+            at = state.index.get(row.disk_host)
+            if at is None or not state.schedulable[at]:
+                row.status_reason = result.pending[row.id] = f"pending: {row.disk_host} is not up"
+                continue
             _place_without_gpus(session, row, now)
             result.placed.append(row.id)
             continue

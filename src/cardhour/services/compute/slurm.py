@@ -9,7 +9,7 @@ from cardhour.core.errors import Conflict
 from cardhour.core.slurmconf import SlurmFiles
 from cardhour.core.states import InstanceStatus
 from cardhour.db.models import InstanceRow
-from cardhour.services.compute.instances import cluster_of
+from cardhour.services.compute.views import cluster_of
 from cardhour.store.compute import nodes as node_store
 
 S = InstanceStatus

@@ -18,15 +18,19 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from cardhour.core import cluster
 from cardhour.core import readiness as readiness_rules
 from cardhour.core.catalog import Catalog
 from cardhour.core.clock import as_utc
 from cardhour.core.cluster import ClusterNode
 from cardhour.core.money import Money
-from cardhour.db.models import InstanceRow
+from cardhour.core.states import InstanceStatus
+from cardhour.db.models import AllocationRow, InstanceEventRow, InstanceRow
 from cardhour.services.billing import wallet
 from cardhour.services.compute import fleet, instances, readiness, workload
 from cardhour.services.storage import volumes
+from cardhour.store.compute import instances as instance_store
+from cardhour.store.compute import nodes as node_store
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,7 @@ def summary(
     table shows them as marks); without `held`, no read of the hold's account (`held` None)."""
     return _summary(
         row,
-        instances.nodes_of(session, row),
+        nodes_of(session, row),
         Money(wallet.held_for(session, row), row.currency) if held else None,
         _stages(session, row) if stages else [],
     )
@@ -203,18 +207,18 @@ def detail(session: Session, row: InstanceRow) -> InstanceView:
     return replace(
         _summary(
             row,
-            instances.nodes_of(session, row, allocations),
+            nodes_of(session, row, allocations),
             Money(wallet.held_for(session, row), row.currency),
             [],
         ),
         detailed=True,
         events=[
             EventView(as_utc(e.at), e.from_status, e.to_status, e.reason)
-            for e in instances.events_of(session, row)
+            for e in events_of(session, row)
         ],
         stages=stages,
         gate=next((s.detail for s in stages if s.name == "nccl_gate" and s.detail), None),
-        cluster=instances.cluster_of(session, row, allocations),
+        cluster=cluster_of(session, row, allocations),
         weights=_weights(row, stages),
         volumes=[(v.name, v.mount_path or "") for v in volumes.attached_to(session, row)]
         if row.placement_dc is not None
@@ -278,3 +282,41 @@ def _weights(row: InstanceRow, stages: list[StageView]) -> WeightsView | None:
         local=bool(found.get("local", False)),
         copy_seconds=int(found.get("copy_seconds", 0)),
     )
+
+
+def nodes_of(
+    session: Session, row: InstanceRow, allocations: list[AllocationRow] | None = None
+) -> list[str]:
+    """The nodes the instance holds GPUs on now (empty when it holds none; a run without GPUs:
+    its host). `allocations`: `allocations_of`'s answer, where the caller has it."""
+    placed = (InstanceStatus.PROVISIONING.value, InstanceStatus.RUNNING.value)
+    if row.no_gpu and row.node_order and row.status in placed:
+        return list(json.loads(row.node_order))
+    if allocations is None:
+        allocations = instances.allocations_of(session, row)
+    return sorted({a.node_id for a in allocations})
+
+
+def cluster_of(
+    session: Session, row: InstanceRow, allocations: list[AllocationRow] | None = None
+) -> list[ClusterNode]:
+    """The instance's nodes as a cluster (`core.cluster`), while it holds any; addresses from
+    the backend's connection details (`hosts`), else the node ids. `allocations`:
+    `allocations_of`'s answer, where the caller has it."""
+    if allocations is None:
+        allocations = instances.allocations_of(session, row)
+    gpus_by_node: dict[str, list[int]] = {}
+    for alloc in allocations:
+        gpus_by_node.setdefault(alloc.node_id, []).append(alloc.gpu_index)
+    if not gpus_by_node:
+        return []
+    connection = json.loads(row.connection) if row.connection else {}
+    hosts = connection.get("hosts")
+    addresses = {str(k): str(v) for k, v in hosts.items()} if isinstance(hosts, dict) else {}
+    rails = {n.id: n.ib_rails for n in node_store.get_nodes(session, gpus_by_node)}
+    order = json.loads(row.node_order) if row.node_order else []
+    return cluster.layout(row.name, gpus_by_node, addresses, rails, order)
+
+
+def events_of(session: Session, row: InstanceRow) -> list[InstanceEventRow]:
+    return instance_store.list_events(session, row.id)
