@@ -11,7 +11,7 @@ import re
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow
 from cardhour.services.billing import ledger, metering
-from tests.api.hosts.conftest import HostsApi
+from tests.api.hosts.conftest import LOST_AFTER, HostsApi
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl t@x"
 
@@ -164,3 +164,63 @@ def test_a_stop_whose_disk_cannot_be_kept_says_why_and_keeps_trying(hosts_api: H
     agent.report([{"workload": kept["workload"], "state": "stopped", "disk_gb": 1}])
     api.settle(5)
     assert _status(api, user, made["id"]) == "stopped"  # kept once the agent could
+
+
+def test_a_chosen_wait_earns_no_sla_credit_and_no_gpu_needs_the_host_up(
+    hosts_api: HostsApi,
+) -> None:
+    api = hosts_api
+    agent = api.enrol("box", count=1, address="10.9.9.9")
+    api.settle()
+    user = api.signup()
+    made = _running(api, user, "keeper")
+    api.settle()
+    agent.run_all()
+    api.settle()
+    assert api.client.post("/api/v1/instances/keeper/stop", headers=user).status_code == 200
+    api.settle()
+    [kept] = agent.report()["containers"]
+    stopped = {"workload": kept["workload"], "state": "stopped", "disk_gb": 1}
+    agent.report([stopped])
+    api.settle()
+    taker = _running(api, user, "taker")
+    api.settle()
+    [spec] = [c for c in agent.report([stopped])["containers"] if c["workload"] != kept["workload"]]
+    its = {"workload": spec["workload"], "state": "running", "ports": {"22": 40032},
+           "probes": {"authorized_keys": spec["ssh_keys"]}}  # fmt: skip
+    agent.report([stopped, its])
+    api.settle()
+    assert _status(api, user, taker["id"]) == "running"
+    r = api.client.post("/api/v1/instances/keeper/start", headers=user, json={"mode": "wait"})
+    assert r.status_code == 200, r.text
+    for _ in range(40):  # 20 minutes waiting for box, past the 15-minute SLA window
+        agent.report([stopped, its])
+        api.settle(30)
+    assert _status(api, user, made["id"]) == "pending"
+    assert api.client.delete(f"/api/v1/instances/{taker['id']}", headers=user).status_code == 200
+    api.settle()
+    mine = f"ch-{made['id']}-"
+    for _ in range(3):
+        wanted = agent.report([stopped])["containers"]
+        fresh = [c for c in wanted if c["workload"].startswith(mine) and c is not None]
+        reports = [stopped] + [
+            {"workload": c["workload"], "state": "running", "ports": {"22": 40031},
+             "probes": {"authorized_keys": c["ssh_keys"]}}
+            for c in fresh if c["workload"] != kept["workload"]
+        ]  # fmt: skip
+        agent.report(reports)
+        api.settle()
+    shown = api.client.get(f"/api/v1/instances/{made['id']}", headers=user).json()
+    assert shown["status"] == "running", shown["status_reason"]
+    assert not any("SLA" in (e["reason"] or "") for e in shown["events"])  # the owner chose
+
+    # a start without GPUs needs its disk's host up
+    assert api.client.post("/api/v1/instances/keeper/stop", headers=user).status_code == 200
+    api.settle()
+    again = [c for c in agent.report()["containers"] if c["workload"].startswith(mine)]
+    agent.report([{"workload": c["workload"], "state": "stopped", "disk_gb": 1} for c in again])
+    api.settle()
+    assert _status(api, user, made["id"]) == "stopped"
+    api.settle(LOST_AFTER + 5)  # box stops reporting
+    r = api.client.post("/api/v1/instances/keeper/start", headers=user, json={"mode": "no_gpu"})
+    assert r.status_code == 409 and "is not up" in r.json()["error"]["message"], r.text
