@@ -2,7 +2,7 @@
 data centre's shared storage path:
 
 - the host the disk is kept on has a wanted task (`EXPORT_TASK`): its agent names the disk
-  `MOVE_REPOSITORY/<instance>:<attempt>` and saves it to the archive under a `.part` name, then
+  `MOVE_REPOSITORY/<workload>` and saves it to the archive under a `.part` name, then
   renames it into place (a complete archive is never half written) and drops the move name;
 - the host placed has a wanted container whose spec names its disk (`disk`, on this host) and
   where to copy it from (`disk_copy`): while the disk is not here, its agent waits for the
@@ -66,6 +66,7 @@ class DiskCopies:
         self._saved: set[str] = set()
         self._wanted: set[str] = set()  # the archives of the export tasks wanted now
         self._disks: set[str] = set()  # the disks the specs wanted now name
+        self._failed: dict[str, str] = {}  # archive -> why its save failed, while still wanted
 
     def export(self, task: dict[str, Any]) -> dict[str, Any]:
         """Report on a wanted `EXPORT_TASK` as a container would: `running` while its disk is
@@ -82,8 +83,10 @@ class DiskCopies:
             self._saved.add(archive)
             return done | {"bytes": Path(archive).stat().st_size}
         failure = self._settled(archive)
-        if failure is not None:
-            return report | {"state": FAILED, "error": failure}
+        if failure is not None:  # reported until the task goes (the move is given up)
+            self._failed[archive] = failure
+        if archive in self._failed:
+            return report | {"state": FAILED, "error": self._failed[archive]}
         if archive in self._saved:  # saved since the first look
             return done
         if archive not in self._jobs:
@@ -100,6 +103,7 @@ class DiskCopies:
         for archive in self._saved - self._wanted:
             Path(archive).unlink(missing_ok=True)
         self._saved &= self._wanted
+        self._failed = {a: why for a, why in self._failed.items() if a in self._wanted}
 
     def fetch(self, spec: dict[str, Any]) -> None:
         """Make sure the disk `spec` names is here, copying it in if the spec says from where.
