@@ -11,7 +11,7 @@ import re
 from cardhour.db.engine import transaction
 from cardhour.db.models import InstanceRow
 from cardhour.services.billing import ledger, metering
-from tests.api.hosts.conftest import LOST_AFTER, HostsApi
+from tests.api.hosts.conftest import LOST_AFTER, Agent, HostsApi
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl t@x"
 
@@ -24,14 +24,11 @@ def _running(api: HostsApi, user: dict[str, str], name: str) -> dict:
     return dict(r.json())
 
 
-def test_a_full_host_offers_the_choices_and_the_no_gpu_start_is_billed_per_hour(
-    hosts_api: HostsApi,
-) -> None:
-    api = hosts_api
+def _stopping_keeper(api: HostsApi, user: dict[str, str]) -> tuple[Agent, dict, dict]:
+    """Enrol host `box` (one H100), run `keeper` on it and stop it: (its agent, the instance,
+    the spec its agent was asked to stop keeping its disk)."""
     agent = api.enrol("box", count=1, address="10.9.9.9")
     api.settle()
-    email = "keeper@example.com"
-    user = api.signup(email)
     made = _running(api, user, "keeper")
     api.settle()
     agent.run_all()
@@ -39,6 +36,16 @@ def test_a_full_host_offers_the_choices_and_the_no_gpu_start_is_billed_per_hour(
     assert api.client.post("/api/v1/instances/keeper/stop", headers=user).status_code == 200
     api.settle()
     [kept] = agent.report()["containers"]
+    return agent, made, kept
+
+
+def test_a_full_host_offers_the_choices_and_the_no_gpu_start_is_billed_per_hour(
+    hosts_api: HostsApi,
+) -> None:
+    api = hosts_api
+    email = "keeper@example.com"
+    user = api.signup(email)
+    agent, made, kept = _stopping_keeper(api, user)
     stopped = [{"workload": kept["workload"], "state": "stopped", "disk_gb": 2}]
     agent.report(stopped)
     api.settle()
@@ -106,16 +113,8 @@ def test_a_kept_disk_whose_owner_runs_out_of_money_goes_with_its_instance_after_
     hosts_api: HostsApi,
 ) -> None:
     api = hosts_api
-    agent = api.enrol("box", count=1, address="10.9.9.9")
-    api.settle()
     user = api.signup()  # 10.00 CNY of trial credit
-    made = _running(api, user, "keeper")
-    api.settle()
-    agent.run_all()
-    api.settle()
-    assert api.client.post("/api/v1/instances/keeper/stop", headers=user).status_code == 200
-    api.settle()
-    [kept] = agent.report()["containers"]
+    agent, made, kept = _stopping_keeper(api, user)
     agent.report([{"workload": kept["workload"], "state": "stopped", "disk_gb": 10240}])
     api.settle()  # 10 TiB kept: 3.072 CNY an hour
     api.settle(4 * 3600)
@@ -146,16 +145,8 @@ def _status(api: HostsApi, user: dict[str, str], ident: str) -> str:
 
 def test_a_stop_whose_disk_cannot_be_kept_says_why_and_keeps_trying(hosts_api: HostsApi) -> None:
     api = hosts_api
-    agent = api.enrol("box", count=1, address="10.9.9.9")
-    api.settle()
     user = api.signup()
-    made = _running(api, user, "keeper")
-    api.settle()
-    agent.run_all()
-    api.settle()
-    assert api.client.post("/api/v1/instances/keeper/stop", headers=user).status_code == 200
-    api.settle()
-    [kept] = agent.report()["containers"]
+    agent, made, kept = _stopping_keeper(api, user)
     full = "cannot keep its disk: no space left on device"
     agent.report([{"workload": kept["workload"], "state": "pending", "error": full}])
     api.settle(5)
@@ -170,16 +161,8 @@ def test_a_chosen_wait_earns_no_sla_credit_and_no_gpu_needs_the_host_up(
     hosts_api: HostsApi,
 ) -> None:
     api = hosts_api
-    agent = api.enrol("box", count=1, address="10.9.9.9")
-    api.settle()
     user = api.signup()
-    made = _running(api, user, "keeper")
-    api.settle()
-    agent.run_all()
-    api.settle()
-    assert api.client.post("/api/v1/instances/keeper/stop", headers=user).status_code == 200
-    api.settle()
-    [kept] = agent.report()["containers"]
+    agent, made, kept = _stopping_keeper(api, user)
     stopped = {"workload": kept["workload"], "state": "stopped", "disk_gb": 1}
     agent.report([stopped])
     api.settle()
