@@ -8,6 +8,7 @@ from cardhour import __version__
 from cardhour.api import errors
 from cardhour.api.long_polls import LongPolls
 from cardhour.api.routers import estimate, health
+from cardhour.api.routers.accounts import admin as admin_accounts
 from cardhour.api.routers.accounts import auth, ssh_keys
 from cardhour.api.routers.billing import admin as admin_billing
 from cardhour.api.routers.billing import payments, statements
@@ -58,6 +59,7 @@ def create_app(platform: Platform) -> FastAPI:
         volumes,
         health,
         admin_hosts,
+        admin_accounts,
     ):
         app.include_router(module.router, prefix="/api/v1")
     mount_console(app)

@@ -29,6 +29,7 @@ class Ctx:
     platform: Platform
     now: datetime
     api_key: str | None
+    address: str | None = None  # the client's (what a sign-in is throttled by, with the account)
 
     @contextmanager
     def tx(self) -> Iterator[Session]:
@@ -55,4 +56,6 @@ async def get_ctx(
     """`async` though it waits on nothing: FastAPI runs a plain function dependency in its
     threadpool, a thread hop per request for nothing."""
     platform = get_platform(request)
-    return Ctx(platform, platform.clock.now(), credentials.credentials if credentials else None)
+    key = credentials.credentials if credentials else None
+    address = request.client.host if request.client else None
+    return Ctx(platform, platform.clock.now(), key, address)

@@ -21,6 +21,8 @@ log = logging.getLogger("cardhour.api")
 def error_response(status: int, code: str, message: str, **details: object) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": details}}
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if "retry_after" in details:
+        headers = {"Retry-After": str(details["retry_after"])}
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -138,3 +138,27 @@ def resume(
     with connect(ctx, url, api_key) as client:
         row = client.admin_resume_node(node)
     out.print(f"{escape(row.id)} is schedulable again ({row.free_gpus} GPUs free)")
+
+
+def auth_events(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 50,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+) -> None:
+    """Accounts and client addresses the sign-in throttle locked after too many failures."""
+    with connect(ctx, url, api_key) as client:
+        found = client.auth_events(limit)
+    if as_json:
+        print_json(found)
+        return
+    if not found:
+        out.print("no locks")
+        return
+    table = Table()
+    for column in ("AT", "KEY", "WHAT"):
+        table.add_column(column)
+    for e in found:
+        table.add_row(f"{e.at:%Y-%m-%d %H:%M:%S}", escape(e.key), escape(e.detail))
+    out.print(table)

@@ -106,6 +106,7 @@ ADMIN_COMMANDS["credit"] = prices.grant_credit
 ADMIN_COMMANDS["role"] = grants_review.role
 ADMIN_COMMANDS["nodes"] = admin.nodes
 ADMIN_COMMANDS["resume"] = admin.resume
+ADMIN_COMMANDS["auth-events"] = admin.auth_events
 for _name, _command in ADMIN_COMMANDS.items():
     admin_app.command(_name)(_one_line_errors(_command))
 hosts_app = typer.Typer(

@@ -21,6 +21,7 @@ from urllib.parse import quote
 import httpx
 
 from cardhour.api.schemas import (
+    AuthEventRead,
     AuthRead,
     BalanceRead,
     CreditCreate,
@@ -221,6 +222,10 @@ class CardhourClient(MarketplaceCalls, ProposalCalls, HostCalls, VolumeCalls):
     def admin_set_role(self, email: str, role: str) -> UserRead:
         body = RoleSet(email=email, role=role)
         return self._call(UserRead, "POST", "/admin/users/role", json=body.model_dump())
+
+    def auth_events(self, limit: int = 100) -> list[AuthEventRead]:
+        """The latest sign-in throttle locks (admin role)."""
+        return self._call(list[AuthEventRead], "GET", "/admin/auth-events", params={"limit": limit})
 
     # -- statements -------------------------------------------------------------------------
 

@@ -52,6 +52,14 @@ class NoCapacity(CardhourError):
     http_status = 409
 
 
+class TooManyAttempts(CardhourError):
+    """Sign-in or sign-up refused while its account or client address is locked after too
+    many failures (`details.retry_after`: seconds; the API sends it as `Retry-After`)."""
+
+    code = "too_many_attempts"
+    http_status = 429
+
+
 class InvalidTransition(CardhourError):
     code = "invalid_transition"
     http_status = 409

@@ -5,6 +5,7 @@ Every body is also importable from this package (`schemas.InstanceRead`).
 """
 
 from cardhour.api.schemas.accounts import (
+    AuthEventRead,
     AuthRead,
     LoginCreate,
     RoleSet,
@@ -126,6 +127,7 @@ __all__ = [
     "AppRead",
     "AppRollback",
     "AssignmentRead",
+    "AuthEventRead",
     "AuthRead",
     "BalanceRead",
     "BalancesRead",

@@ -26,6 +26,16 @@ class UserRead(BaseModel):
     created_at: datetime
 
 
+class AuthEventRead(BaseModel):
+    """A lock the sign-in throttle put on an account (`account:<email>`) or a client address
+    (`address:<ip>`)."""
+
+    at: datetime
+    kind: str
+    key: str
+    detail: str
+
+
 class RoleSet(BaseModel):
     email: str = Field(examples=["rev@example.com"])
     role: str = Field(description="user | reviewer | admin", examples=["reviewer"])

@@ -9,10 +9,12 @@ from typing import Any
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
 
-from cardhour.console.context import Page, open_page
+from cardhour.console.context import Page, open_page, platform_of
 from cardhour.console.session import COOKIE
 from cardhour.core.errors import CardhourError
+from cardhour.services.accounts import throttle
 from cardhour.services.accounts import users as accounts
 from cardhour.services.billing import customers
 
@@ -51,18 +53,27 @@ def _auth_page(page: Page, signup: bool, status: int = 200, **ctx: Any) -> Respo
 
 
 def _auth_post(request: Request, signup: bool, email: str, password: str) -> Response:
-    """Sign up or sign in, then start a console session (an HttpOnly cookie)."""
-    with open_page(request, anonymous=True) as page:
-        p = page.platform
-        try:
-            with page.attempt() as session:
-                if signup:
-                    user = customers.sign_up(session, email, password, page.now, p.trial())
-                else:
-                    user = accounts.sign_in(session, email, password)
-                key = accounts.create_key(session, user, page.now, "console", kind="session")
-        except CardhourError as exc:
-            return _auth_page(page, signup, exc.http_status, error=exc.message, email=email)
+    """Sign up or sign in under the throttle (`services.accounts.throttle`, its own
+    transactions), then start a console session (an HttpOnly cookie)."""
+    p = platform_of(request)
+    now = p.clock.now()
+
+    def act(session: Session) -> accounts.NewKey:
+        if signup:
+            user = customers.sign_up(session, email, password, now, p.trial())
+        else:
+            user = accounts.sign_in(session, email, password)
+        return accounts.create_key(session, user, now, "console", kind="session")
+
+    address = request.client.host if request.client else None
+    try:
+        key = throttle.attempt(p.sessions, now, email, address, act)
+    except CardhourError as exc:
+        with open_page(request, anonymous=True) as page:
+            answer = _auth_page(page, signup, exc.http_status, error=exc.message, email=email)
+        if "retry_after" in exc.details:
+            answer.headers["Retry-After"] = str(exc.details["retry_after"])
+        return answer
     return _session_cookie(key.secret, p.settings.secure_cookies)
 
 

@@ -4,7 +4,14 @@ Importing this package registers every table on `Base.metadata` (migrations and 
 check rely on it). Money columns are BigInteger micro-units; never floats.
 """
 
-from cardhour.db.models.accounts import ApiKeyRow, NotificationRow, SshKeyRow, UserRow
+from cardhour.db.models.accounts import (
+    ApiKeyRow,
+    AuthEventRow,
+    AuthThrottleRow,
+    NotificationRow,
+    SshKeyRow,
+    UserRow,
+)
 from cardhour.db.models.base import TS, Base
 from cardhour.db.models.billing import (
     LedgerAccountRow,
@@ -46,6 +53,8 @@ __all__ = [
     "TS",
     "AllocationRow",
     "ApiKeyRow",
+    "AuthEventRow",
+    "AuthThrottleRow",
     "AppCallRow",
     "AppReplicaRow",
     "AppRow",

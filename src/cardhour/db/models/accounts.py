@@ -85,3 +85,29 @@ class NotificationRow(Base):
     body: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(TS)
     sent_at: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+
+
+class AuthThrottleRow(Base):
+    """Failed sign-ins and sign-ups counted per key (`account:<email>`, `address:<client>`)
+    in a window, and the lock they earned (`services.accounts.throttle`)."""
+
+    __tablename__ = "auth_throttles"
+
+    key: Mapped[str] = mapped_column(String(400), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    window_start: Mapped[datetime] = mapped_column(TS)
+    locked_until: Mapped[datetime | None] = mapped_column(TS, nullable=True)
+    strikes: Mapped[int] = mapped_column(Integer, default=0)  # locks so far: each one longer
+    updated_at: Mapped[datetime] = mapped_column(TS, index=True)
+
+
+class AuthEventRow(Base):
+    """What an operator sees of attacks on accounts: each lock a throttle put on."""
+
+    __tablename__ = "auth_events"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    at: Mapped[datetime] = mapped_column(TS, index=True)
+    kind: Mapped[str] = mapped_column(String(32))  # "locked"
+    key: Mapped[str] = mapped_column(String(400))
+    detail: Mapped[str] = mapped_column(Text)

@@ -26,6 +26,17 @@ SESSION_LIFETIME = timedelta(days=7)
 ROLES = ("user", "reviewer", "admin")  # a reviewer scores the proposals assigned to them
 
 
+_dummy: tuple[PasswordHasher, str] | None = None
+
+
+def _dummy_hash() -> str:
+    """A hash of no one's password, made by the hasher in use (so with its cost)."""
+    global _dummy
+    if _dummy is None or _dummy[0] is not _hasher:
+        _dummy = (_hasher, _hasher.hash(new_secret("dummy")))
+    return _dummy[1]
+
+
 @dataclass(frozen=True)
 class NewKey:
     """A freshly created secret: the only moment its plain text exists."""
@@ -70,7 +81,10 @@ def sign_in(session: Session, email: str, password: str) -> UserRow:
         raise Unauthorized("wrong email or password")
     user = store.get_user_by_email(session, email)
     try:
-        if user is None or not _hasher.verify(user.password_hash, password or ""):
+        if user is None:  # the same work as for a registered email: timing tells nothing
+            _hasher.verify(_dummy_hash(), password or "")
+            raise Unauthorized("wrong email or password")
+        if not _hasher.verify(user.password_hash, password or ""):
             raise Unauthorized("wrong email or password")
     except (VerificationError, InvalidHashError) as exc:
         raise Unauthorized("wrong email or password") from exc
