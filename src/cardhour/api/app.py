@@ -21,6 +21,7 @@ from cardhour.api.routers.hosts import admin as admin_hosts
 from cardhour.api.routers.hosts import agent
 from cardhour.api.routers.marketplace import apps
 from cardhour.api.routers.storage import volumes
+from cardhour.api.security_headers import SecurityHeaders
 from cardhour.console.app import mount_console
 from cardhour.platform import Platform
 
@@ -36,7 +37,8 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     errors.install(app)
-    app.add_middleware(LongPolls)  # the only middleware: outermost of ours
+    app.add_middleware(LongPolls)
+    app.add_middleware(SecurityHeaders)  # outermost: on long polls' answers too
     apps.mount_gateway(app, "/api/v1")
     # agents first: every host's heartbeat is matched against the routes before it in order
     for module in (

@@ -6,13 +6,14 @@ are serialised and no check-then-act race exists. PostgreSQL: READ COMMITTED plu
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Dialect, Engine, Executable, create_engine, event
+from sqlalchemy import Dialect, Engine, Executable, create_engine, event, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as SATimeoutError
 from sqlalchemy.orm import Session, sessionmaker
@@ -32,6 +33,16 @@ def normalise_url(url: str) -> str:
 POOL_SIZE = 40
 
 
+def _private_file(url: str) -> None:
+    """Create a SQLite database file readable by its owner only (0600; SQLite gives its WAL
+    and shared-memory files the same mode); an existing file is left as it is."""
+    path = make_url(url).database
+    if not path or path == ":memory:" or path.startswith("file:") or os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
 def make_engine(url: str, synchronous: bool = True, immediate: bool = True) -> Engine:
     """On SQLite, `synchronous=False`: commits do not wait for the disk (`synchronous=NORMAL`
     under WAL: a process crash loses nothing, a power cut may lose the last commits, never
@@ -45,6 +56,7 @@ def make_engine(url: str, synchronous: bool = True, immediate: bool = True) -> E
     request (with 10 kept, every request past the tenth paid a new server process)."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
+        _private_file(url)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
