@@ -17,6 +17,7 @@ though the attempt's own transaction rolled back).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -30,6 +31,7 @@ from cardhour.db.models import AuthEventRow, AuthThrottleRow
 from cardhour.services.ids import new_id
 from cardhour.store.accounts import throttles as store
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 ACCOUNT_LIMIT, ADDRESS_LIMIT = 10, 30
 WINDOW = timedelta(minutes=1)
 BASE_LOCK, MAX_LOCK = timedelta(minutes=1), timedelta(hours=1)
@@ -38,10 +40,11 @@ T = TypeVar("T")
 
 
 def keys_of(email: str, address: str | None) -> list[str]:
-    """The keys an attempt counts against."""
-    keys = [f"account:{(email or '').strip().lower()[:320]}"]
+    """The keys an attempt counts against (control characters, which a text column may not
+    hold, shown as `?`)."""
+    keys = [f"account:{_CONTROL.sub('?', (email or '').strip().lower()[:320])}"]
     if address:
-        keys.append(f"address:{address[:64]}")
+        keys.append(f"address:{_CONTROL.sub('?', address[:64])}")
     return keys
 
 
