@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import pytest
 from argon2 import PasswordHasher
+from fastapi.testclient import TestClient
 
 from cardhour.services.accounts import users as accounts
 from tests.conftest import Api
@@ -105,3 +106,13 @@ def test_the_console_sign_in_is_throttled_too(api: Api) -> None:
     page = api.client.post("/signin", data={"email": "console@example.com", "password": PASSWORD})
     assert page.status_code == 429 and page.headers["Retry-After"] == "60"
     assert "too many failed attempts" in page.text
+
+
+def test_the_session_cookie_is_secure_over_https(api: Api) -> None:
+    api.signup("cookie@example.com", PASSWORD)
+    form = {"email": "cookie@example.com", "password": PASSWORD}
+    plain = api.client.post("/signin", data=form, follow_redirects=False)
+    assert plain.status_code == 303 and "secure" not in plain.headers["set-cookie"].lower()
+    https = TestClient(api.client.app, base_url="https://testserver")
+    signed = https.post("/signin", data=form, follow_redirects=False)
+    assert signed.status_code == 303 and "; secure" in signed.headers["set-cookie"].lower()

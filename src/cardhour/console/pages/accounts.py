@@ -74,7 +74,10 @@ def _auth_post(request: Request, signup: bool, email: str, password: str) -> Res
         if "retry_after" in exc.details:
             answer.headers["Retry-After"] = str(exc.details["retry_after"])
         return answer
-    return _session_cookie(key.secret, p.settings.secure_cookies)
+    # Secure when asked, or when this request came over HTTPS (the cookie never goes back in
+    # clear text then)
+    secure = p.settings.secure_cookies or request.url.scheme == "https"
+    return _session_cookie(key.secret, secure)
 
 
 @router.get("/signup", response_class=HTMLResponse)
