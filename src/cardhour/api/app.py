@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from cardhour import __version__
 from cardhour.api import errors
+from cardhour.api.body_limits import BodyLimits
 from cardhour.api.long_polls import LongPolls
 from cardhour.api.routers import estimate, health
 from cardhour.api.routers.accounts import admin as admin_accounts
@@ -38,7 +39,8 @@ def create_app(platform: Platform) -> FastAPI:
     app.state.platform = platform
     errors.install(app)
     app.add_middleware(LongPolls)
-    app.add_middleware(SecurityHeaders)  # outermost: on long polls' answers too
+    app.add_middleware(BodyLimits)  # before any route reads a body
+    app.add_middleware(SecurityHeaders)  # outermost: on every answer, long polls' too
     apps.mount_gateway(app, "/api/v1")
     # agents first: every host's heartbeat is matched against the routes before it in order
     for module in (

@@ -60,6 +60,13 @@ class TooManyAttempts(CardhourError):
     http_status = 429
 
 
+class BodyTimeout(CardhourError):
+    """The request's body stalled: no chunk of it arrived for too long."""
+
+    code = "body_timeout"
+    http_status = 408
+
+
 class InvalidTransition(CardhourError):
     code = "invalid_transition"
     http_status = 409
