@@ -61,8 +61,8 @@ class BodyLimits:
             except BodyTimeout as exc:
                 await error_response(408, exc.code, exc.message)(scope, receive, send)
                 return
-            if message["type"] != "http.request":
-                break
+            if message["type"] != "http.request":  # the client left mid-body: nothing to act on
+                return
             body.extend(message.get("body", b""))
             more = message.get("more_body", False)
             if len(body) > limit:
