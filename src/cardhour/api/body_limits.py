@@ -75,7 +75,9 @@ class BodyLimits:
             if replayed:  # after the body: what the client does next (a disconnect)
                 return await receive()
             replayed = True
-            return {"type": "http.request", "body": bytes(body), "more_body": False}
+            data = bytes(body)
+            body.clear()  # not kept while a long poll waits
+            return {"type": "http.request", "body": data, "more_body": False}
 
         await self.app(scope, replay, send)
 

@@ -116,3 +116,16 @@ def test_the_session_cookie_is_secure_over_https(api: Api) -> None:
     https = TestClient(api.client.app, base_url="https://testserver")
     signed = https.post("/signin", data=form, follow_redirects=False)
     assert signed.status_code == 303 and "; secure" in signed.headers["set-cookie"].lower()
+
+
+def test_concurrent_failures_all_count(api: Api) -> None:
+    """Ten wrong passwords at once, from eight threads: each one counted (the count is read
+    and written under its row's lock), so the next attempt finds the account locked."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    api.signup("rushed@example.com", PASSWORD)
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda _: _login(api, "rushed@example.com", "nope-nope").status_code,
+                              range(10)))  # fmt: skip
+    assert sorted(set(codes)) == [401]
+    assert _login(api, "rushed@example.com", PASSWORD).status_code == 429

@@ -71,6 +71,8 @@ def failed(session: Session, keys: list[str], now: datetime) -> None:
     locked (an event says so)."""
     store.forget_before(session, now - FORGET_AFTER)
     for row in store.lock(session, keys, now):
+        if row.locked_until is not None and as_utc(row.locked_until) > now:
+            continue  # attempts in flight when it locked: not a second lock
         if now - as_utc(row.window_start) >= WINDOW:
             row.failures, row.window_start = 0, now
         row.failures += 1

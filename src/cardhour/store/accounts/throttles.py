@@ -22,7 +22,8 @@ def lock(session: Session, keys: list[str], now: datetime) -> list[AuthThrottleR
     """The throttles of `keys`, made when missing, locked in key order until the transaction
     ends (concurrent failures of one key count one after the other)."""
     for key in sorted(keys):
-        if session.get(AuthThrottleRow, key) is None:
+        exists = select(AuthThrottleRow.key).where(AuthThrottleRow.key == key)
+        if session.scalar(exists) is None:  # a column: no unlocked row in the session
             try:
                 with session.begin_nested():
                     session.add(AuthThrottleRow(key=key, failures=0, window_start=now, strikes=0,
@@ -30,7 +31,8 @@ def lock(session: Session, keys: list[str], now: datetime) -> list[AuthThrottleR
             except IntegrityError:  # made by a concurrent failure: counted on it
                 pass
     stmt = for_update(select(AuthThrottleRow).where(AuthThrottleRow.key.in_(sorted(keys))))
-    return list(session.scalars(stmt.order_by(AuthThrottleRow.key)))
+    stmt = stmt.order_by(AuthThrottleRow.key).execution_options(populate_existing=True)
+    return list(session.scalars(stmt))
 
 
 def clear(session: Session, key: str) -> None:
